@@ -1,0 +1,5 @@
+#include "commands.h"
+#include "keel/util/error.h"
+namespace keel::cli {
+int run_command(const CommandArgs&) { throw Error("not implemented yet"); }
+}  // namespace keel::cli

@@ -1,0 +1,15 @@
+#pragma once
+// Each subcommand is a function taking the arguments after its name and returning the exit code.
+// It may throw keel::Error; main() prints the message and exits with status 1.
+#include <string>
+#include <vector>
+
+namespace keel::cli {
+
+using CommandArgs = std::vector<std::string>;
+
+int run_command(const CommandArgs& args);    // keel run
+int bench_command(const CommandArgs& args);  // keel bench
+int synth_command(const CommandArgs& args);  // keel synth
+
+}  // namespace keel::cli

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything keel needs to build and test, from Debian 12 packages only.
+# Idempotent: packages already present are left alone, so running it twice is cheap.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  nlohmann-json3-dev      # JSON
+  libcpp-httplib-dev      # HTTP server (keel serve)
+  libpcre2-dev            # tokenizer pre-tokenizer regexes
+  libhwy-dev              # portable SIMD with runtime dispatch
+  libgtest-dev libgmock-dev
+  libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo_cmd=""
+  [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi

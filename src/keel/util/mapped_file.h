@@ -1,0 +1,27 @@
+#pragma once
+// A read-only memory mapping of a whole file. Model weights are used straight from the mapping
+// (zero-copy); the kernel pages them in on demand and may share them between processes.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+
+namespace keel {
+
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path);  // throws keel::Error naming the file
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace keel

@@ -1,0 +1,32 @@
+#pragma once
+// Paths the tests need: the repository, the shared fixtures folder (../shared next to the checkout,
+// or $KEEL_SHARED_DIR), and the built keel binary.
+#include <filesystem>
+#include <string>
+
+namespace keel::test {
+
+std::filesystem::path source_dir();
+std::filesystem::path shared_dir();
+std::filesystem::path keel_binary();
+std::string read_text(const std::filesystem::path& path);
+
+// A fresh empty directory under the system temp dir, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Runs a shell command, returning its exit code and combined stdout+stderr.
+struct CommandResult {
+  int exit_code;
+  std::string output;
+};
+CommandResult run_command(const std::string& command);
+
+}  // namespace keel::test
