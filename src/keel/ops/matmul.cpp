@@ -1,0 +1,101 @@
+#include "keel/ops/matmul.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "keel/ops/simd_kernels.h"
+#include "keel/util/half.h"
+
+namespace keel::ops {
+namespace {
+
+// Rows per task: enough work to amortise scheduling, small enough to balance two to 64 threads.
+constexpr int64_t kRowsPerTask = 16;
+// Tokens per pass in the multi-token path: keeps the activation block in L2.
+constexpr int64_t kTokensPerPass = 64;
+
+MlxRows mlx_rows(const Matrix& w) {
+  return {reinterpret_cast<const uint32_t*>(w.data), w.scales.data(), w.biases.data(), w.bits(), w.group_size, w.cols};
+}
+
+void gemv_range(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* y) {
+  switch (w.format) {
+    case WeightFormat::F32: gemv_f32(reinterpret_cast<const float*>(w.data), w.cols, x, r0, r1, y); break;
+    case WeightFormat::F16: gemv_f16(reinterpret_cast<const uint16_t*>(w.data), w.cols, x, r0, r1, y); break;
+    case WeightFormat::BF16: gemv_bf16(reinterpret_cast<const uint16_t*>(w.data), w.cols, x, r0, r1, y); break;
+    case WeightFormat::MLX4:
+    case WeightFormat::MLX8: gemv_mlx(mlx_rows(w), x, r0, r1, y); break;
+  }
+}
+
+}  // namespace
+
+void decode_row(const Matrix& w, int64_t row, float* out) {
+  const uint8_t* base = w.data + static_cast<size_t>(row) * w.row_bytes();
+  switch (w.format) {
+    case WeightFormat::F32:
+      std::memcpy(out, base, static_cast<size_t>(w.cols) * 4);
+      return;
+    case WeightFormat::F16:
+    case WeightFormat::BF16: {
+      const uint16_t* p = reinterpret_cast<const uint16_t*>(base);
+      if (w.format == WeightFormat::F16)
+        for (int64_t c = 0; c < w.cols; ++c) out[c] = f16_to_float(p[c]);
+      else
+        for (int64_t c = 0; c < w.cols; ++c) out[c] = bf16_to_float(p[c]);
+      return;
+    }
+    case WeightFormat::MLX4:
+    case WeightFormat::MLX8: {
+      const int bits = w.bits();
+      const int per_word = 32 / bits;
+      const uint32_t mask = (1u << bits) - 1u;
+      const uint32_t* words = reinterpret_cast<const uint32_t*>(base);
+      const int64_t groups = w.cols / w.group_size;
+      const float* scales = w.scales.data() + row * groups;
+      const float* biases = w.biases.data() + row * groups;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        uint32_t q = (words[c / per_word] >> ((c % per_word) * bits)) & mask;
+        int64_t g = c / w.group_size;
+        out[c] = scales[g] * static_cast<float>(q) + biases[g];
+      }
+      return;
+    }
+  }
+}
+
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  if (n_tokens == 1) {
+    pool.parallel_for(static_cast<size_t>(tasks), [&](size_t task, int) {
+      int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
+      int64_t r1 = std::min(w.rows, r0 + kRowsPerTask);
+      gemv_range(w, x, r0, r1, y + r0);
+    });
+    return;
+  }
+
+  thread_local std::vector<float> scratch;
+  pool.parallel_for(static_cast<size_t>(tasks), [&](size_t task, int) {
+    int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
+    int64_t r1 = std::min(w.rows, r0 + kRowsPerTask);
+    const float* rows;
+    if (w.format == WeightFormat::F32) {
+      rows = reinterpret_cast<const float*>(w.data) + r0 * w.cols;
+    } else {
+      scratch.resize(static_cast<size_t>(kRowsPerTask * w.cols));
+      for (int64_t r = r0; r < r1; ++r) decode_row(w, r, scratch.data() + (r - r0) * w.cols);
+      rows = scratch.data();
+    }
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokensPerPass) {
+      int64_t nt = std::min(kTokensPerPass, n_tokens - t0);
+      for (int64_t r = r0; r < r1; r += 4) {
+        int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
+        gemm_rows_f32(rows + (r - r0) * w.cols, nr, x + t0 * w.cols, nt, w.cols, y + t0 * w.rows + r, w.rows);
+      }
+    }
+  });
+}
+
+}  // namespace keel::ops

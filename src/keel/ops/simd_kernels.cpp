@@ -1,0 +1,269 @@
+// Highway re-includes this file once per SIMD target; everything between HWY_BEFORE_NAMESPACE and
+// HWY_AFTER_NAMESPACE is compiled for each, and the HWY_ONCE part dispatches at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "keel/ops/simd_kernels.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "keel/ops/simd_kernels.h"
+#include "keel/util/half.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace keel::ops {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+template <class LoadRow>
+HWY_INLINE float DotWith(const LoadRow& load, const float* HWY_RESTRICT x, int64_t cols) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * N <= cols; i += 2 * N) {
+    acc0 = hn::MulAdd(load(i), hn::LoadU(df, x + i), acc0);
+    acc1 = hn::MulAdd(load(i + N), hn::LoadU(df, x + i + N), acc1);
+  }
+  for (; i + N <= cols; i += N) acc0 = hn::MulAdd(load(i), hn::LoadU(df, x + i), acc0);
+  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+  return sum + load.tail(i, x, cols);
+}
+
+struct F32Row {
+  const float* w;
+  HWY_INLINE hn::Vec<DF> operator()(int64_t i) const { return hn::LoadU(DF(), w + i); }
+  float tail(int64_t i, const float* x, int64_t n) const {
+    float s = 0;
+    for (; i < n; ++i) s += w[i] * x[i];
+    return s;
+  }
+};
+
+struct F16Row {
+  const uint16_t* w;
+  HWY_INLINE hn::Vec<DF> operator()(int64_t i) const {
+    const DF df;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w + i)));
+  }
+  float tail(int64_t i, const float* x, int64_t n) const {
+    float s = 0;
+    for (; i < n; ++i) s += f16_to_float(w[i]) * x[i];
+    return s;
+  }
+};
+
+struct BF16Row {
+  const uint16_t* w;
+  HWY_INLINE hn::Vec<DF> operator()(int64_t i) const {
+    const DF df;
+    const hn::RebindToUnsigned<DF> du32;
+    const hn::Rebind<uint16_t, DF> du16;
+    auto wide = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, w + i)));
+    return hn::BitCast(df, wide);
+  }
+  float tail(int64_t i, const float* x, int64_t n) const {
+    float s = 0;
+    for (; i < n; ++i) s += bf16_to_float(w[i]) * x[i];
+    return s;
+  }
+};
+
+void GemvF32(const float* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
+  for (int64_t r = r0; r < r1; ++r) y[r - r0] = DotWith(F32Row{w + r * cols}, x, cols);
+}
+void GemvF16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
+  for (int64_t r = r0; r < r1; ++r) y[r - r0] = DotWith(F16Row{w + r * cols}, x, cols);
+}
+void GemvBF16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
+  for (int64_t r = r0; r < r1; ++r) y[r - r0] = DotWith(BF16Row{w + r * cols}, x, cols);
+}
+
+// MLX rows. A vector of N U32 words holds N*E elements (E = 32/bits); shifting every lane by
+// n*bits exposes element n of each word. So x is first rearranged (per block of N words) into E
+// vectors, xp[n][i] = x[(block*N + i)*E + n]; then each shift-and-mask of the words multiplies
+// one contiguous slice of xp. Every lane is one word, and a word never straddles two groups, so
+// the scale and bias of lane i are gathered by the group index of word i.
+template <int kBits>
+void GemvMlxT(const MlxRows& m, const float* HWY_RESTRICT x, int64_t r0, int64_t r1, float* y) {
+  constexpr int E = 32 / kBits;
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t words_per_row = m.cols / E;
+  const int64_t blocks = words_per_row / N;
+  const int64_t groups_per_row = m.cols / m.group_size;
+  int log2_group = 0;
+  while ((1 << log2_group) < m.group_size) ++log2_group;
+
+  thread_local std::vector<float> xp, xw;  // permuted x, and the sum of x over each word's elements
+  xp.resize(static_cast<size_t>(blocks * N * E));
+  xw.resize(static_cast<size_t>(blocks * N));
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < N; ++i) {
+      float s = 0;
+      for (int n = 0; n < E; ++n) {
+        float v = x[(b * N + i) * E + n];
+        xp[static_cast<size_t>((b * E + n) * N + i)] = v;
+        s += v;
+      }
+      xw[static_cast<size_t>(b * N + i)] = s;
+    }
+
+  const auto mask = hn::Set(du, (1u << kBits) - 1u);
+  const auto lane_elem = hn::Mul(hn::Iota(di, 0), hn::Set(di, E));  // first element of each lane's word
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint32_t* words = m.words + r * words_per_row;
+    const float* scales = m.scales + r * groups_per_row;
+    const float* biases = m.biases + r * groups_per_row;
+    auto acc = hn::Zero(df);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const auto w = hn::LoadU(du, words + b * N);
+      const float* xb = xp.data() + b * E * N;
+      auto dot = hn::Zero(df);
+      for (int n = 0; n < E; ++n) {
+        auto q = hn::And(hn::ShiftRightSame(w, n * kBits), mask);
+        dot = hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, q)), hn::LoadU(df, xb + n * N), dot);
+      }
+      const auto group = hn::ShiftRightSame(hn::Add(lane_elem, hn::Set(di, static_cast<int32_t>(b * N * E))), log2_group);
+      acc = hn::MulAdd(hn::GatherIndex(df, scales, group), dot, acc);
+      acc = hn::MulAdd(hn::GatherIndex(df, biases, group), hn::LoadU(df, xw.data() + b * N), acc);
+    }
+    float sum = hn::GetLane(hn::SumOfLanes(df, acc));
+    for (int64_t j = blocks * N * E; j < m.cols; ++j) {
+      uint32_t q = (words[j / E] >> ((j % E) * kBits)) & ((1u << kBits) - 1u);
+      int64_t g = j / m.group_size;
+      sum += (scales[g] * static_cast<float>(q) + biases[g]) * x[j];
+    }
+    y[r - r0] = sum;
+  }
+}
+
+void GemvMlx(const MlxRows& m, const float* x, int64_t r0, int64_t r1, float* y) {
+  if (m.bits == 4) GemvMlxT<4>(m, x, r0, r1, y);
+  else GemvMlxT<8>(m, x, r0, r1, y);
+}
+
+// A 4x4 register tile: 4 weight rows against 4 tokens per pass over the columns, so each loaded
+// vector feeds four FMAs. Rows or tokens beyond the block are aliased to the first and dropped.
+void GemmRowsF32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols, float* y,
+                 int64_t y_stride) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const float* w[4];
+  for (int r = 0; r < 4; ++r) w[r] = rows + (r < n_rows ? r : 0) * cols;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += 4) {
+    const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t0));
+    const float* xt[4];
+    for (int t = 0; t < 4; ++t) xt[t] = x + (t0 + (t < nt ? t : 0)) * cols;
+    hn::Vec<DF> acc[4][4];
+    for (auto& row : acc)
+      for (auto& a : row) a = hn::Zero(df);
+    int64_t i = 0;
+    for (; i + N <= cols; i += N) {
+      const auto x0 = hn::LoadU(df, xt[0] + i), x1 = hn::LoadU(df, xt[1] + i);
+      const auto x2 = hn::LoadU(df, xt[2] + i), x3 = hn::LoadU(df, xt[3] + i);
+      for (int r = 0; r < 4; ++r) {
+        const auto wr = hn::LoadU(df, w[r] + i);
+        acc[r][0] = hn::MulAdd(wr, x0, acc[r][0]);
+        acc[r][1] = hn::MulAdd(wr, x1, acc[r][1]);
+        acc[r][2] = hn::MulAdd(wr, x2, acc[r][2]);
+        acc[r][3] = hn::MulAdd(wr, x3, acc[r][3]);
+      }
+    }
+    for (int r = 0; r < n_rows; ++r)
+      for (int t = 0; t < nt; ++t) {
+        float s = hn::GetLane(hn::SumOfLanes(df, acc[r][t]));
+        for (int64_t j = i; j < cols; ++j) s += w[r][j] * xt[t][j];
+        y[(t0 + t) * y_stride + r] = s;
+      }
+  }
+}
+
+void AttendBF16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int64_t n_pos,
+                int64_t head_dim, float scale, float* scores, float* out) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  float max_score = -INFINITY;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    scores[j] = DotWith(BF16Row{k + j * stride}, q, head_dim) * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  // exp over the scores, vectorised (most of the time in long contexts goes here and below).
+  const auto vmax = hn::Set(df, max_score);
+  auto vsum = hn::Zero(df);
+  int64_t j = 0;
+  for (; j + N <= n_pos; j += N) {
+    auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, scores + j), vmax));
+    hn::StoreU(e, df, scores + j);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
+  for (; j < n_pos; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  const float inv = 1.0f / sum;
+
+  std::fill(out, out + head_dim, 0.0f);
+  int64_t d0 = 0;
+  for (; d0 + N <= head_dim; d0 += N) {
+    auto acc = hn::Zero(df);
+    for (int64_t p = 0; p < n_pos; ++p) acc = hn::MulAdd(hn::Set(df, scores[p]), BF16Row{v + p * stride}(d0), acc);
+    hn::StoreU(hn::Mul(acc, hn::Set(df, inv)), df, out + d0);
+  }
+  for (; d0 < head_dim; ++d0) {
+    float s = 0;
+    for (int64_t p = 0; p < n_pos; ++p) s += scores[p] * bf16_to_float(v[p * stride + d0]);
+    out[d0] = s * inv;
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace keel::ops
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace keel::ops {
+
+HWY_EXPORT(GemvF32);
+HWY_EXPORT(GemvF16);
+HWY_EXPORT(GemvBF16);
+HWY_EXPORT(GemvMlx);
+HWY_EXPORT(GemmRowsF32);
+HWY_EXPORT(AttendBF16);
+HWY_EXPORT(TargetName);
+
+void gemv_f32(const float* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
+  HWY_DYNAMIC_DISPATCH(GemvF32)(w, cols, x, r0, r1, y);
+}
+void gemv_f16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
+  HWY_DYNAMIC_DISPATCH(GemvF16)(w, cols, x, r0, r1, y);
+}
+void gemv_bf16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
+  HWY_DYNAMIC_DISPATCH(GemvBF16)(w, cols, x, r0, r1, y);
+}
+void gemv_mlx(const MlxRows& w, const float* x, int64_t r0, int64_t r1, float* y) {
+  HWY_DYNAMIC_DISPATCH(GemvMlx)(w, x, r0, r1, y);
+}
+void gemm_rows_f32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols, float* y,
+                   int64_t y_stride) {
+  HWY_DYNAMIC_DISPATCH(GemmRowsF32)(rows, n_rows, x, n_tokens, cols, y, y_stride);
+}
+void attend_bf16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int64_t n_pos,
+                 int64_t head_dim, float scale, float* scores, float* out) {
+  HWY_DYNAMIC_DISPATCH(AttendBF16)(q, k, v, stride, n_pos, head_dim, scale, scores, out);
+}
+
+const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace keel::ops
+#endif

@@ -1,0 +1,40 @@
+#pragma once
+// The innermost loops, compiled once per SIMD target (AVX-512, AVX2+FMA, SSE4, NEON/SVE on ARM,
+// scalar emulation) by Google Highway and chosen at run time for the CPU at hand.
+// Higher-level code (matmul.h, attention.h) splits work across threads and calls these.
+#include <cstddef>
+#include <cstdint>
+
+namespace keel::ops {
+
+// y[r - r0] = dot(row r of W, x) for r in [r0, r1); W is row-major with `cols` elements per row.
+void gemv_f32(const float* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y);
+void gemv_f16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y);
+void gemv_bf16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y);
+
+// MLX affine-quantized rows: `bits` 4 or 8, element j of a row in bits [j*bits, (j+1)*bits) of
+// its U32 words; value = scales[g] * q + biases[g] for group g = j / group_size.
+struct MlxRows {
+  const uint32_t* words;
+  const float* scales;
+  const float* biases;
+  int bits;
+  int group_size;
+  int64_t cols;
+};
+void gemv_mlx(const MlxRows& w, const float* x, int64_t r0, int64_t r1, float* y);
+
+// Multi-token product for a small block of f32 rows: y[t * y_stride + r] = dot(rows[r], x[t]) for
+// r < n_rows (at most 4, each `cols` long, contiguous) and t < n_tokens (x rows `cols` apart).
+void gemm_rows_f32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols,
+                   float* y, int64_t y_stride);
+
+// Causal attention of one query head over n_pos cached bf16 keys and values (position j's vector
+// at k + j*stride). Writes head_dim outputs; `scores` is scratch for n_pos floats.
+void attend_bf16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int64_t n_pos,
+                 int64_t head_dim, float scale, float* scores, float* out);
+
+// The name of the SIMD target the dispatcher picked on this CPU (for logs and bench reports).
+const char* simd_target_name();
+
+}  // namespace keel::ops

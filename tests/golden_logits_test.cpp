@@ -1,0 +1,95 @@
+// Invariant 1 (numerics): for every model with reference logits in shared/fixtures/golden, the
+// logits at the listed positions are within the file's tolerance of the fp32 reference, and greedy
+// continuations match token for token.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "keel/arch/transformer.h"
+#include "keel/kv/bf16_kv_cache.h"
+#include "keel/model/weights.h"
+#include "test_support.h"
+
+namespace keel {
+namespace {
+
+std::vector<std::filesystem::path> golden_files() {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(test::shared_dir() / "fixtures/golden")) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 12 && name.ends_with(".logits.json")) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int32_t argmax(const float* v, int64_t n) { return static_cast<int32_t>(std::max_element(v, v + n) - v); }
+
+class GoldenLogits : public ::testing::TestWithParam<std::filesystem::path> {};
+
+TEST_P(GoldenLogits, MatchReference) {
+  const auto golden = nlohmann::json::parse(test::read_text(GetParam()));
+  const ModelWeights weights = load_model(test::shared_dir() / golden["model"].get<std::string>());
+  const double tolerance = golden["tolerance_max_abs"].get<double>();
+  ThreadPool pool(2);
+  Transformer model(weights, pool);
+  const int64_t vocab = weights.spec.vocab_size;
+
+  int checked_positions = 0, checked_greedy = 0;
+  double worst = 0;
+  for (const auto& c : golden["cases"]) {
+    const auto tokens = c["tokens"].get<std::vector<int32_t>>();
+    const auto positions = c["positions"].get<std::vector<int64_t>>();
+    const auto greedy = c.value("greedy", std::vector<int32_t>{});
+    Bf16KvCache cache(weights.spec, static_cast<int64_t>(tokens.size() + greedy.size() + 1));
+
+    std::vector<float> logits(positions.size() * static_cast<size_t>(vocab));
+    model.forward(tokens, cache, positions, logits.data());
+    for (size_t p = 0; p < positions.size(); ++p) {
+      const auto expected = c["logits"][p].get<std::vector<float>>();
+      ASSERT_EQ(static_cast<int64_t>(expected.size()), vocab);
+      double max_diff = 0;
+      for (int64_t i = 0; i < vocab; ++i)
+        max_diff = std::max(max_diff, std::abs(static_cast<double>(logits[p * vocab + static_cast<size_t>(i)]) - expected[static_cast<size_t>(i)]));
+      EXPECT_LE(max_diff, tolerance) << GetParam().filename() << " case of " << tokens.size() << " tokens, position "
+                                     << positions[p];
+      worst = std::max(worst, max_diff);
+      ++checked_positions;
+    }
+
+    if (greedy.empty()) continue;
+    // Greedy continuation after the last prompt token, one decode step at a time.
+    std::vector<float> step(static_cast<size_t>(vocab));
+    const int64_t last = static_cast<int64_t>(tokens.size()) - 1;
+    if (positions.back() == last) {
+      std::copy(logits.end() - vocab, logits.end(), step.begin());
+    } else {
+      Bf16KvCache fresh(weights.spec, cache.capacity());
+      int64_t row = last;
+      model.forward(tokens, fresh, std::span<const int64_t>(&row, 1), step.data());
+      cache = fresh;
+    }
+    for (size_t g = 0; g < greedy.size(); ++g) {
+      const int32_t next = argmax(step.data(), vocab);
+      ASSERT_EQ(next, greedy[g]) << GetParam().filename() << ": greedy step " << g;
+      int64_t row = 0;
+      model.forward(std::span<const int32_t>(&next, 1), cache, std::span<const int64_t>(&row, 1), step.data());
+      ++checked_greedy;
+    }
+  }
+  std::printf("%s: %d positions, max |diff| %.4f (tolerance %.2f), %d greedy tokens identical\n",
+              GetParam().filename().c_str(), checked_positions, worst, tolerance, checked_greedy);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllGoldenFiles, GoldenLogits, ::testing::ValuesIn(golden_files()),
+                         [](const auto& info) {
+                           std::string n = info.param.filename().string();
+                           n = n.substr(0, n.find(".logits"));
+                           std::replace_if(n.begin(), n.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace keel
