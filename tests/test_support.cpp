@@ -40,8 +40,8 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-CommandResult run_command(const std::string& command) {
-  std::string full = command + " 2>&1";
+CommandResult run_command(const std::string& command, bool merge_stderr) {
+  std::string full = command + (merge_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* pipe = popen(full.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + command);
   std::string out;

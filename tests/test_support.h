@@ -22,11 +22,12 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Runs a shell command, returning its exit code and combined stdout+stderr.
+// Runs a shell command, returning its exit code and its stdout, with stderr merged in unless
+// `merge_stderr` is false (then stderr is discarded).
 struct CommandResult {
   int exit_code;
   std::string output;
 };
-CommandResult run_command(const std::string& command);
+CommandResult run_command(const std::string& command, bool merge_stderr = true);
 
 }  // namespace keel::test

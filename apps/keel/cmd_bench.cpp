@@ -1,5 +1,90 @@
+// keel bench: prefill and decode speed of a model, as tokens/s and as fractions of this machine's
+// measured memory bandwidth (decode) and peak FMA throughput (prefill).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
 #include "commands.h"
+#include "keel/arch/transformer.h"
+#include "keel/kv/bf16_kv_cache.h"
+#include "keel/ops/machine_limits.h"
 #include "keel/util/error.h"
+#include "model_flags.h"
+
 namespace keel::cli {
-int bench_command(const CommandArgs&) { throw Error("not implemented yet"); }
+namespace {
+
+double elapsed(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Multiply-adds per token in the matrix products (attention scores excluded): 2 flops each.
+double matmul_flops_per_token(const ModelWeights& w) {
+  double macs = static_cast<double>(w.output().rows * w.output().cols);
+  for (const auto& l : w.layers)
+    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
+      macs += static_cast<double>(m->rows * m->cols);
+  return 2 * macs;
+}
+
+}  // namespace
+
+int bench_command(const CommandArgs& argv) {
+  std::set<std::string> flags = kModelFlags;
+  flags.insert({"prompt-tokens", "gen-tokens", "repeats"});
+  Args args(argv, flags, {"no-limits"});
+  LoadedModel m = load_model_from_flags(args);
+  const int64_t prompt_tokens = args.get_int("prompt-tokens", 256);
+  const int64_t gen_tokens = args.get_int("gen-tokens", 64);
+  const int repeats = static_cast<int>(args.get_int("repeats", 3));
+  if (prompt_tokens < 1 || gen_tokens < 1 || repeats < 1) throw Error("--prompt-tokens, --gen-tokens and --repeats must be >= 1");
+
+  const ModelWeights& w = m.weights;
+  Transformer model(w, *m.pool);
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
+  for (int64_t i = 0; i < prompt_tokens; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % w.spec.vocab_size);
+  std::vector<float> logits(static_cast<size_t>(w.spec.vocab_size));
+
+  // Best of `repeats`: the first run also pays for page faults on the mapped weights.
+  double best_prefill = 1e30, best_decode = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    Bf16KvCache cache(w.spec, prompt_tokens + gen_tokens);
+    const int64_t last = prompt_tokens - 1;
+    auto t0 = std::chrono::steady_clock::now();
+    model.forward(prompt, cache, std::span<const int64_t>(&last, 1), logits.data());
+    best_prefill = std::min(best_prefill, elapsed(t0));
+    const int64_t row = 0;
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < gen_tokens; ++i) {
+      int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      model.forward(std::span<const int32_t>(&next, 1), cache, std::span<const int64_t>(&row, 1), logits.data());
+    }
+    best_decode = std::min(best_decode, elapsed(t0));
+  }
+
+  const double prefill_tps = static_cast<double>(prompt_tokens) / best_prefill;
+  const double decode_tps = static_cast<double>(gen_tokens) / best_decode;
+  const double bytes_per_token = static_cast<double>(w.weight_bytes_per_token());
+  const double flops_per_token = matmul_flops_per_token(w);
+  std::printf("model            %s (%s weights, %.1f MB streamed per decoded token)\n", w.dir.string().c_str(),
+              weight_format_name(w.format()), bytes_per_token / 1e6);
+  std::printf("threads          %d\n", m.pool->size());
+  std::printf("prefill          %lld tokens: %.1f tok/s (%.2f GFLOP/s in matmuls)\n", static_cast<long long>(prompt_tokens),
+              prefill_tps, prefill_tps * flops_per_token / 1e9);
+  std::printf("decode           %lld tokens: %.2f tok/s (%.2f GB/s of weights)\n", static_cast<long long>(gen_tokens),
+              decode_tps, decode_tps * bytes_per_token / 1e9);
+  if (!args.has("no-limits")) {
+    const auto limits = ops::measure_machine_limits(*m.pool);
+    const double decode_limit = limits.read_bandwidth_bytes_per_s / bytes_per_token;
+    const double prefill_limit = limits.peak_flops / flops_per_token;
+    std::printf("machine          %.1f GB/s read bandwidth, %.1f GFLOP/s peak f32 FMA (measured)\n",
+                limits.read_bandwidth_bytes_per_s / 1e9, limits.peak_flops / 1e9);
+    std::printf("decode vs limit  %.2f of %.2f tok/s bandwidth bound = %.0f%%\n", decode_tps, decode_limit,
+                100 * decode_tps / decode_limit);
+    std::printf("prefill vs limit %.1f of %.1f tok/s compute bound = %.0f%%\n", prefill_tps, prefill_limit,
+                100 * prefill_tps / prefill_limit);
+  }
+  return 0;
+}
+
 }  // namespace keel::cli

@@ -11,5 +11,7 @@ using CommandArgs = std::vector<std::string>;
 int run_command(const CommandArgs& args);    // keel run
 int bench_command(const CommandArgs& args);  // keel bench
 int synth_command(const CommandArgs& args);  // keel synth
+int plan_command(const CommandArgs& args);   // keel plan
+int tokenize_command(const CommandArgs& args);  // keel tokenize
 
 }  // namespace keel::cli

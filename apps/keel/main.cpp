@@ -20,6 +20,9 @@ const Subcommand kSubcommands[] = {
     {"bench", "measure prefill and decode speed: keel bench --model DIR", keel::cli::bench_command},
     {"synth", "write a random-weight model of a real shape: keel synth --config FILE --dtype bf16|mlx4|mlx8 --out DIR",
      keel::cli::synth_command},
+    {"plan", "will a model and a context fit, under which KV policy: keel plan MODEL_DIR [--context N] [--memory GiB]",
+     keel::cli::plan_command},
+    {"tokenize", "print token ids: keel tokenize --model DIR | --tokenizer FILE TEXT", keel::cli::tokenize_command},
 };
 
 void usage(FILE* out) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "keel/ops/bf16_dot_x86.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/util/half.h"
 
@@ -66,21 +67,44 @@ void decode_row(const Matrix& w, int64_t row, float* out) {
 }
 
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
-  if (n_tokens == 1) {
-    pool.parallel_for(static_cast<size_t>(tasks), [&](size_t task, int) {
-      int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
-      int64_t r1 = std::min(w.rows, r0 + kRowsPerTask);
-      gemv_range(w, x, r0, r1, y + r0);
+  const size_t tasks = static_cast<size_t>((w.rows + kRowsPerTask - 1) / kRowsPerTask);
+  auto rows_of = [&](size_t task) {
+    const int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
+    return std::pair{r0, std::min(w.rows, r0 + kRowsPerTask)};
+  };
+
+  if (w.format == WeightFormat::BF16 && cpu_has_avx512_bf16()) {
+    thread_local std::vector<uint16_t> x_bf16;  // the caller's thread converts, workers only read
+    x_bf16.resize(static_cast<size_t>(n_tokens * w.cols));
+    for (size_t i = 0; i < x_bf16.size(); ++i) x_bf16[i] = float_to_bf16(x[i]);
+    const uint16_t* xb = x_bf16.data();
+    pool.parallel_for(tasks, [&](size_t task, int) {
+      auto [r0, r1] = rows_of(task);
+      gemm_bf16_dp(reinterpret_cast<const uint16_t*>(w.data), w.cols, r0, r1, xb, n_tokens, y, w.rows);
     });
     return;
   }
 
-  thread_local std::vector<float> scratch;
-  pool.parallel_for(static_cast<size_t>(tasks), [&](size_t task, int) {
-    int64_t r0 = static_cast<int64_t>(task) * kRowsPerTask;
-    int64_t r1 = std::min(w.rows, r0 + kRowsPerTask);
+  // One token, or MLX weights (whose fused kernel unpacks in registers and whose 16-row block stays
+  // in L1 across tokens): the per-format row kernels, token by token.
+  if (n_tokens == 1 || w.format == WeightFormat::MLX4 || w.format == WeightFormat::MLX8) {
+    pool.parallel_for(tasks, [&](size_t task, int) {
+      auto [r0, r1] = rows_of(task);
+      thread_local std::vector<float> out;
+      out.resize(static_cast<size_t>(r1 - r0));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        gemv_range(w, x + t * w.cols, r0, r1, out.data());
+        std::copy(out.begin(), out.end(), y + t * w.rows + r0);
+      }
+    });
+    return;
+  }
+
+  // Several tokens, dense weights: widen a block of rows to f32 once, reuse it for every token.
+  pool.parallel_for(tasks, [&](size_t task, int) {
+    auto [r0, r1] = rows_of(task);
     const float* rows;
+    thread_local std::vector<float> scratch;
     if (w.format == WeightFormat::F32) {
       rows = reinterpret_cast<const float*>(w.data) + r0 * w.cols;
     } else {
@@ -89,9 +113,9 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
       rows = scratch.data();
     }
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokensPerPass) {
-      int64_t nt = std::min(kTokensPerPass, n_tokens - t0);
+      const int64_t nt = std::min(kTokensPerPass, n_tokens - t0);
       for (int64_t r = r0; r < r1; r += 4) {
-        int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
+        const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
         gemm_rows_f32(rows + (r - r0) * w.cols, nr, x + t0 * w.cols, nt, w.cols, y + t0 * w.rows + r, w.rows);
       }
     }

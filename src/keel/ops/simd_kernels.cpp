@@ -19,29 +19,25 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 
+// One accumulator chain per dot product, reduced, then the tail added element by element: the
+// same order as GemmRowsF32 uses for each (row, token), so a token's result does not depend on
+// how many tokens share the call (chunked prefill equals one-shot prefill, bit for bit).
 template <class LoadRow>
 HWY_INLINE float DotWith(const LoadRow& load, const float* HWY_RESTRICT x, int64_t cols) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  auto acc = hn::Zero(df);
   int64_t i = 0;
-  for (; i + 2 * N <= cols; i += 2 * N) {
-    acc0 = hn::MulAdd(load(i), hn::LoadU(df, x + i), acc0);
-    acc1 = hn::MulAdd(load(i + N), hn::LoadU(df, x + i + N), acc1);
-  }
-  for (; i + N <= cols; i += N) acc0 = hn::MulAdd(load(i), hn::LoadU(df, x + i), acc0);
-  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
-  return sum + load.tail(i, x, cols);
+  for (; i + N <= cols; i += N) acc = hn::MulAdd(load(i), hn::LoadU(df, x + i), acc);
+  float sum = hn::GetLane(hn::SumOfLanes(df, acc));
+  for (; i < cols; ++i) sum += load.scalar(i) * x[i];
+  return sum;
 }
 
 struct F32Row {
   const float* w;
   HWY_INLINE hn::Vec<DF> operator()(int64_t i) const { return hn::LoadU(DF(), w + i); }
-  float tail(int64_t i, const float* x, int64_t n) const {
-    float s = 0;
-    for (; i < n; ++i) s += w[i] * x[i];
-    return s;
-  }
+  float scalar(int64_t i) const { return w[i]; }
 };
 
 struct F16Row {
@@ -51,11 +47,7 @@ struct F16Row {
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w + i)));
   }
-  float tail(int64_t i, const float* x, int64_t n) const {
-    float s = 0;
-    for (; i < n; ++i) s += f16_to_float(w[i]) * x[i];
-    return s;
-  }
+  float scalar(int64_t i) const { return f16_to_float(w[i]); }
 };
 
 struct BF16Row {
@@ -67,11 +59,7 @@ struct BF16Row {
     auto wide = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, w + i)));
     return hn::BitCast(df, wide);
   }
-  float tail(int64_t i, const float* x, int64_t n) const {
-    float s = 0;
-    for (; i < n; ++i) s += bf16_to_float(w[i]) * x[i];
-    return s;
-  }
+  float scalar(int64_t i) const { return bf16_to_float(w[i]); }
 };
 
 void GemvF32(const float* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
@@ -227,6 +215,24 @@ void AttendBF16(const float* q, const uint16_t* k, const uint16_t* v, int64_t st
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
+// Independent FMA chains, enough to cover the FMA latency on current cores; returns the number of
+// floating-point operations done (2 per lane per FMA).
+double FmaBurst(int64_t iterations, float* sink) {
+  const DF df;
+  auto a0 = hn::Set(df, 1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  auto a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+  const auto m = hn::Set(df, 0.999999f), c = hn::Set(df, 1e-7f);
+  for (int64_t i = 0; i < iterations; ++i) {
+    a0 = hn::MulAdd(a0, m, c); a1 = hn::MulAdd(a1, m, c); a2 = hn::MulAdd(a2, m, c); a3 = hn::MulAdd(a3, m, c);
+    a4 = hn::MulAdd(a4, m, c); a5 = hn::MulAdd(a5, m, c); a6 = hn::MulAdd(a6, m, c); a7 = hn::MulAdd(a7, m, c);
+    a8 = hn::MulAdd(a8, m, c); a9 = hn::MulAdd(a9, m, c); a10 = hn::MulAdd(a10, m, c); a11 = hn::MulAdd(a11, m, c);
+  }
+  auto sum = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+  sum = hn::Add(sum, hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
+  *sink = hn::GetLane(hn::SumOfLanes(df, sum));
+  return static_cast<double>(iterations) * 12.0 * 2.0 * static_cast<double>(hn::Lanes(df));
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace keel::ops
 HWY_AFTER_NAMESPACE();
@@ -241,6 +247,7 @@ HWY_EXPORT(GemvMlx);
 HWY_EXPORT(GemmRowsF32);
 HWY_EXPORT(AttendBF16);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(FmaBurst);
 
 void gemv_f32(const float* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
   HWY_DYNAMIC_DISPATCH(GemvF32)(w, cols, x, r0, r1, y);
@@ -264,6 +271,7 @@ void attend_bf16(const float* q, const uint16_t* k, const uint16_t* v, int64_t s
 }
 
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+double fma_burst(int64_t iterations, float* sink) { return HWY_DYNAMIC_DISPATCH(FmaBurst)(iterations, sink); }
 
 }  // namespace keel::ops
 #endif

@@ -37,4 +37,7 @@ void attend_bf16(const float* q, const uint16_t* k, const uint16_t* v, int64_t s
 // The name of the SIMD target the dispatcher picked on this CPU (for logs and bench reports).
 const char* simd_target_name();
 
+// Runs `iterations` rounds of independent FMAs at full vector width; returns the flops done.
+double fma_burst(int64_t iterations, float* sink);
+
 }  // namespace keel::ops

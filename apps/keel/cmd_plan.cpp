@@ -1,0 +1,66 @@
+// keel plan MODEL_DIR_OR_CONFIG [--context N] [--kv-policy P] [--memory GiB] [--chat-template FILE] [--json]
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "keel/plan/plan_json.h"
+#include "keel/plan/plan_text.h"
+#include "keel/plan/planner.h"
+#include "keel/util/error.h"
+
+namespace keel::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: keel plan MODEL_DIR_OR_CONFIG [--context N|Nk] [--kv-policy auto|full|int8|protect|int4]\n"
+    "                 [--memory GiB] [--chat-template FILE] [--json]";
+
+// "32768" or "32k" (x 1024), the way context lengths are usually quoted.
+int64_t parse_context(const std::string& text) {
+  std::string digits = text;
+  int64_t scale = 1;
+  if (!digits.empty() && (digits.back() == 'k' || digits.back() == 'K')) {
+    digits.pop_back();
+    scale = 1024;
+  }
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(digits, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  // A trillion tokens is far past any model; the bound keeps the arithmetic from overflowing.
+  if (used == 0 || used != digits.size() || v <= 0 || v > (1ll << 40) / scale) {
+    throw Error("--context must be a positive number of tokens (e.g. 32768 or 32k), got '" + text + "'");
+  }
+  return v * scale;
+}
+
+}  // namespace
+
+int plan_command(const CommandArgs& argv) {
+  Args args(argv, {"context", "kv-policy", "memory", "chat-template"}, {"json", "help"});
+  if (args.has("help")) {
+    std::printf("%s\n", kUsage);
+    return 0;
+  }
+  if (args.positional().size() != 1) throw Error(std::string("expected one model folder or config.json\n") + kUsage);
+
+  plan::PlanRequest request;
+  request.model = args.positional()[0];
+  if (auto c = args.get("context")) request.context = parse_context(*c);
+  if (auto p = args.get("kv-policy")) request.policy = plan::parse_kv_policy(*p);
+  if (args.get("memory")) request.memory_gib = args.get_double("memory", 0);
+  if (auto t = args.get("chat-template")) request.chat_template = *t;
+
+  const plan::Plan plan = plan::plan_model(request);
+  if (args.has("json")) {
+    std::printf("%s\n", plan::plan_to_json(plan).dump(2).c_str());
+  } else {
+    std::fputs(plan::format_plan_text(plan).c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace keel::cli

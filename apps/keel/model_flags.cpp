@@ -1,0 +1,35 @@
+#include "model_flags.h"
+
+#include <cstdio>
+
+#include "keel/ops/simd_kernels.h"
+#include "keel/util/error.h"
+
+namespace keel::cli {
+
+LoadedModel load_model_from_flags(const Args& args) {
+  LoadedModel m{load_model(args.require("model")), nullptr};
+  const long threads = args.get_int("threads", 0);
+  if (threads < 0) throw Error("--threads must be >= 0 (0 = one per core)");
+  m.pool = std::make_unique<ThreadPool>(static_cast<int>(threads));
+  const ModelSpec& s = m.weights.spec;
+  std::fprintf(stderr, "keel: model %s (%s, %lld layers, hidden %lld, %s weights, %.1f MB), %d threads, simd %s\n",
+               m.weights.dir.string().c_str(), s.model_type.c_str(), static_cast<long long>(s.num_layers),
+               static_cast<long long>(s.hidden_size), weight_format_name(m.weights.format()),
+               static_cast<double>(m.weights.weight_bytes_per_token()) / 1e6, m.pool->size(), ops::simd_target_name());
+  return m;
+}
+
+SamplingParams sampling_from_flags(const Args& args) {
+  SamplingParams p;
+  p.temperature = args.get_double("temperature", 0.0);
+  p.top_k = args.get_int("top-k", 0);
+  p.top_p = args.get_double("top-p", 1.0);
+  p.min_p = args.get_double("min-p", 0.0);
+  const long seed = args.get_int("seed", 0);
+  if (seed < 0) throw Error("--seed must be >= 0");
+  p.seed = static_cast<uint64_t>(seed);
+  return p;
+}
+
+}  // namespace keel::cli

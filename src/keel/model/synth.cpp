@@ -1,0 +1,181 @@
+#include "keel/model/synth.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "keel/util/error.h"
+#include "keel/util/half.h"
+
+namespace keel {
+namespace {
+
+struct PlannedTensor {
+  std::string name;
+  const char* dtype;
+  std::vector<int64_t> shape;
+  enum class Fill { Weight, Ones, SmallBias, MlxWords, MlxScales, MlxBiases } fill;
+  uint64_t bytes = 0;
+};
+
+// splitmix64: fast, good enough for random weights, identical everywhere for a given seed.
+struct Random {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f; }
+};
+
+class Planner {
+ public:
+  Planner(const SynthOptions& o) : o_(o) {}
+
+  void matrix(const std::string& prefix, int64_t rows, int64_t cols) {
+    if (o_.format == WeightFormat::MLX4 || o_.format == WeightFormat::MLX8) {
+      const int bits = o_.format == WeightFormat::MLX4 ? 4 : 8;
+      if (cols % o_.mlx_group_size != 0)
+        throw Error(prefix + ": input size " + std::to_string(cols) + " is not a multiple of the MLX group size");
+      add(prefix + ".weight", "U32", {rows, cols * bits / 32}, PlannedTensor::Fill::MlxWords);
+      add(prefix + ".scales", "BF16", {rows, cols / o_.mlx_group_size}, PlannedTensor::Fill::MlxScales);
+      add(prefix + ".biases", "BF16", {rows, cols / o_.mlx_group_size}, PlannedTensor::Fill::MlxBiases);
+    } else {
+      add(prefix + ".weight", dense_dtype(), {rows, cols}, PlannedTensor::Fill::Weight);
+    }
+  }
+  void vector(const std::string& name, int64_t n, PlannedTensor::Fill fill) { add(name, dense_dtype(), {n}, fill); }
+
+  std::vector<PlannedTensor> tensors;
+
+ private:
+  const char* dense_dtype() const {
+    return o_.format == WeightFormat::F32 ? "F32" : o_.format == WeightFormat::F16 ? "F16" : "BF16";
+  }
+  void add(std::string name, const char* dtype, std::vector<int64_t> shape, PlannedTensor::Fill fill) {
+    uint64_t n = 1;
+    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+    const uint64_t elem = std::string(dtype) == "F32" || std::string(dtype) == "U32" ? 4 : 2;
+    tensors.push_back({std::move(name), dtype, std::move(shape), fill, n * elem});
+  }
+  const SynthOptions& o_;
+};
+
+void write_tensor(std::ofstream& out, const PlannedTensor& t, Random& rng, float weight_scale) {
+  std::vector<uint8_t> buf;
+  constexpr uint64_t kChunk = 1 << 22;
+  for (uint64_t done = 0; done < t.bytes; done += kChunk) {
+    const uint64_t n = std::min(kChunk, t.bytes - done);
+    buf.resize(n);
+    if (t.fill == PlannedTensor::Fill::MlxWords) {
+      for (uint64_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t r = rng.next();
+        std::memcpy(buf.data() + i, &r, 8);
+      }
+    } else if (std::string(t.dtype) == "F32") {
+      for (uint64_t i = 0; i < n; i += 4) {
+        float v = t.fill == PlannedTensor::Fill::Ones ? 1.0f : rng.uniform() * weight_scale;
+        std::memcpy(buf.data() + i, &v, 4);
+      }
+    } else {
+      const bool f16 = std::string(t.dtype) == "F16";
+      const int bits = 4;  // scale chosen so a 4-bit code spans about +-weight_scale
+      for (uint64_t i = 0; i < n; i += 2) {
+        float v;
+        switch (t.fill) {
+          case PlannedTensor::Fill::Ones: v = 1.0f; break;
+          case PlannedTensor::Fill::MlxScales: v = weight_scale / static_cast<float>(1 << (bits - 1)); break;
+          case PlannedTensor::Fill::MlxBiases: v = -weight_scale; break;
+          case PlannedTensor::Fill::SmallBias: v = rng.uniform() * 0.1f; break;
+          default: v = rng.uniform() * weight_scale; break;
+        }
+        uint16_t h = f16 ? float_to_f16(v) : float_to_bf16(v);
+        std::memcpy(buf.data() + i, &h, 2);
+      }
+    }
+    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(n));
+  }
+}
+
+}  // namespace
+
+uint64_t synthesize_model(const std::filesystem::path& config_json, const std::filesystem::path& out_dir,
+                          const SynthOptions& o) {
+  std::ifstream in(config_json);
+  if (!in) throw Error(config_json.string() + ": not found");
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (config.is_discarded()) throw Error(config_json.string() + ": not valid JSON");
+  config.erase("quantization");
+  config.erase("quantization_config");
+  const bool mlx = o.format == WeightFormat::MLX4 || o.format == WeightFormat::MLX8;
+  if (mlx) {
+    const int bits = o.format == WeightFormat::MLX4 ? 4 : 8;
+    config["quantization"] = {{"group_size", o.mlx_group_size}, {"bits", bits}};
+  }
+  config["torch_dtype"] = o.format == WeightFormat::F32 ? "float32" : o.format == WeightFormat::F16 ? "float16" : "bfloat16";
+  const ModelSpec s = parse_model_spec(nlohmann::json::parse(config.dump()), config_json.string());
+
+  Planner p(o);
+  using Fill = PlannedTensor::Fill;
+  p.matrix("model.embed_tokens", s.vocab_size, s.hidden_size);
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    p.vector(l + "input_layernorm.weight", s.hidden_size, Fill::Ones);
+    p.vector(l + "post_attention_layernorm.weight", s.hidden_size, Fill::Ones);
+    p.matrix(l + "self_attn.q_proj", s.q_dim(), s.hidden_size);
+    p.matrix(l + "self_attn.k_proj", s.kv_dim(), s.hidden_size);
+    p.matrix(l + "self_attn.v_proj", s.kv_dim(), s.hidden_size);
+    p.matrix(l + "self_attn.o_proj", s.hidden_size, s.q_dim());
+    if (s.model_type == "qwen2") {
+      p.vector(l + "self_attn.q_proj.bias", s.q_dim(), Fill::SmallBias);
+      p.vector(l + "self_attn.k_proj.bias", s.kv_dim(), Fill::SmallBias);
+      p.vector(l + "self_attn.v_proj.bias", s.kv_dim(), Fill::SmallBias);
+    }
+    if (s.qk_norm) {
+      p.vector(l + "self_attn.q_norm.weight", s.head_dim, Fill::Ones);
+      p.vector(l + "self_attn.k_norm.weight", s.head_dim, Fill::Ones);
+    }
+    p.matrix(l + "mlp.gate_proj", s.intermediate_size, s.hidden_size);
+    p.matrix(l + "mlp.up_proj", s.intermediate_size, s.hidden_size);
+    p.matrix(l + "mlp.down_proj", s.hidden_size, s.intermediate_size);
+  }
+  p.vector("model.norm.weight", s.hidden_size, Fill::Ones);
+  if (!s.tie_word_embeddings) p.matrix("lm_head", s.vocab_size, s.hidden_size);
+
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", mlx ? "mlx" : "pt"}, {"generator", "keel synth"}};
+  uint64_t offset = 0;
+  for (const auto& t : p.tensors) {
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
+  }
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
+
+  std::filesystem::create_directories(out_dir);
+  {
+    std::ofstream cfg(out_dir / "config.json");
+    cfg << config.dump(2) << "\n";
+    if (!cfg) throw Error((out_dir / "config.json").string() + ": cannot write");
+  }
+  std::ofstream out(out_dir / "model.safetensors", std::ios::binary);
+  if (!out) throw Error((out_dir / "model.safetensors").string() + ": cannot write");
+  uint64_t len = header_text.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((len >> (8 * i)) & 0xff));
+  out << header_text;
+  Random rng{o.seed};
+  // Like the usual initializer_range: small enough that random activations stay finite.
+  const float weight_scale = 0.02f;
+  for (const auto& t : p.tensors) write_tensor(out, t, rng, weight_scale);
+  out.close();
+  if (!out) throw Error((out_dir / "model.safetensors").string() + ": write failed (disk full?)");
+  return offset;
+}
+
+}  // namespace keel

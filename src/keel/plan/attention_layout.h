@@ -1,0 +1,62 @@
+#pragma once
+// What each layer of a model keeps per token of context, read from config.json. This is where the
+// usual hand estimates go wrong: only attention layers grow with the context, a sliding-window
+// layer stops growing at its window, a linear-attention (recurrent) layer of a hybrid model holds
+// a fixed state instead, and an MLA layer caches one compressed latent rather than K and V heads.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "keel/plan/config_view.h"
+
+namespace keel::plan {
+
+enum class LayerKind {
+  FullAttention,     // K and V for every token
+  SlidingAttention,  // K and V for the last `window` tokens
+  Mla,               // multi-head latent attention: kv_lora_rank + qk_rope_head_dim per token
+  LinearAttention,   // recurrent state of fixed size, nothing per token
+  SharedKv,          // reuses an earlier layer's KV (Gemma num_kv_shared_layers): nothing stored
+};
+
+std::string_view layer_kind_name(LayerKind kind);
+
+// `count` vectors of `dim` elements, per token, in one layer (the quantization groups run along
+// each vector, so K heads, V heads and MLA latents are kept apart).
+struct KvVectors {
+  int64_t count = 0;
+  int64_t dim = 0;
+  bool operator==(const KvVectors&) const = default;
+};
+
+struct LayerShape {
+  LayerKind kind = LayerKind::FullAttention;
+  std::vector<KvVectors> per_token;  // empty for linear-attention and shared-KV layers
+  int64_t window = 0;                // sliding layers only
+  int64_t fixed_state_bytes = 0;     // linear-attention layers: recurrent and convolution state
+  std::string description;           // "8 KV heads x 128, K and V"
+  bool operator==(const LayerShape& o) const {
+    return kind == o.kind && per_token == o.per_token && window == o.window && fixed_state_bytes == o.fixed_state_bytes;
+  }
+};
+
+// Layers of the same shape, counted once, in first-appearance order.
+struct LayerGroup {
+  LayerShape shape;
+  int64_t layers = 0;
+};
+
+struct AttentionLayout {
+  int64_t num_layers = 0;
+  std::vector<LayerGroup> groups;
+  std::string layer_pattern_source;  // which config key decided the layer kinds
+};
+
+// Throws keel::Error naming the file and the missing or invalid key.
+AttentionLayout read_attention_layout(const ConfigView& config);
+
+// Linear-attention state is kept in f32: it accumulates over the whole sequence and is never
+// quantized, so it does not depend on the KV policy.
+inline constexpr int64_t kLinearStateElementBytes = 4;
+
+}  // namespace keel::plan

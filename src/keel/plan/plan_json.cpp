@@ -1,0 +1,111 @@
+#include "keel/plan/plan_json.h"
+
+#include <functional>
+
+#include "keel/plan/kv_bytes.h"
+
+namespace keel::plan {
+namespace {
+
+template <typename T>
+nlohmann::json or_null(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json per_format(const std::function<int64_t(KvFormat)>& bytes) {
+  nlohmann::json j = nlohmann::json::object();
+  for (KvFormat f : kAllKvFormats) j[std::string(kv_format_name(f))] = bytes(f);
+  return j;
+}
+
+nlohmann::json layer_groups(const AttentionLayout& layout) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const LayerGroup& g : layout.groups) {
+    nlohmann::json j = {{"kind", layer_kind_name(g.shape.kind)}, {"layers", g.layers}, {"shape", g.shape.description}};
+    if (g.shape.kind == LayerKind::SlidingAttention) j["window"] = g.shape.window;
+    if (g.shape.fixed_state_bytes) j["fixed_state_bytes_per_layer"] = g.shape.fixed_state_bytes;
+    if (!g.shape.per_token.empty()) {
+      j["bytes_per_token"] = per_format([&](KvFormat f) { return group_bytes_per_token(g, f); });
+    }
+    groups.push_back(j);
+  }
+  return groups;
+}
+
+nlohmann::json weights_json(const WeightInventory& w) {
+  nlohmann::json j = {{"bytes", or_null(w.bytes)}, {"source", w.bytes_source}, {"format", w.format}};
+  if (w.mlx) {
+    j["mlx_quantization"] = {{"bits", w.mlx->bits}, {"group_size", w.mlx->group_size},
+                             {"bits_per_weight", w.mlx->bits_per_weight()}};
+  }
+  nlohmann::json by_dtype = nlohmann::json::object();
+  for (const auto& [dtype, bytes] : w.bytes_by_dtype) by_dtype[dtype] = bytes;
+  j["bytes_by_dtype"] = by_dtype;
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : w.counted_files) files.push_back(f.filename().string());
+  j["counted_files"] = files;
+  j["notes"] = w.notes;
+  return j;
+}
+
+nlohmann::json gates_json(const AgentGates& g) {
+  if (!g.template_source) {
+    return {{"template", nullptr}, {"tool_call_format", nullptr}, {"keel_parses_tool_calls", false},
+            {"reasoning", nullptr}};
+  }
+  return {{"template", *g.template_source},
+          {"tool_call_format", g.tool_calls.name},
+          {"tool_call_marker", g.tool_calls.marker},
+          {"keel_parses_tool_calls", g.tool_calls.keel_parses},
+          {"tool_calls", toolcall::describe_tool_call_format(g.tool_calls)},
+          {"reasoning", toolcall::reasoning_kind_name(g.reasoning.kind)},
+          {"reasoning_control", g.reasoning.how}};
+}
+
+}  // namespace
+
+nlohmann::json plan_to_json(const Plan& p) {
+  nlohmann::json presets = nlohmann::json::array();
+  for (const PresetPlan& pp : p.presets) {
+    presets.push_back({{"policy", kv_policy_name(pp.policy)},
+                       {"kv_bytes", pp.kv_bytes},
+                       {"total_bytes", or_null(pp.total_bytes)},
+                       {"fits", or_null(pp.fits)},
+                       {"largest_context", or_null(pp.largest_context)}});
+  }
+  nlohmann::json rec = {{"policy", p.recommendation.policy ? nlohmann::json(kv_policy_name(*p.recommendation.policy))
+                                                           : nlohmann::json(nullptr)},
+                        {"context", p.recommendation.policy ? nlohmann::json(p.recommendation.context)
+                                                            : nlohmann::json(nullptr)},
+                        {"text", p.recommendation.text}};
+  return {
+      {"model_dir", p.model_dir.string()},
+      {"config", p.config_path.string()},
+      {"architecture", p.architecture},
+      {"model_type", p.model_type},
+      {"layers", p.layout.num_layers},
+      {"layer_pattern_source", p.layout.layer_pattern_source},
+      {"layer_groups", layer_groups(p.layout)},
+      {"kv_bytes_per_token_growing", per_format([&](KvFormat f) { return growing_bytes_per_token(p.layout, f); })},
+      {"fixed_state_bytes", fixed_state_bytes(p.layout)},
+      {"weights", weights_json(p.weights)},
+      {"scratch", {{"bytes", p.scratch.total()},
+                   {"activations", p.scratch.activations},
+                   {"attention_tiles", p.scratch.attention_tiles},
+                   {"logits", p.scratch.logits},
+                   {"runtime", p.scratch.runtime}}},
+      {"ceiling", {{"bytes", p.ceiling.bytes}, {"source", p.ceiling.source}}},
+      {"kv_budget_bytes", or_null(kv_budget_bytes(p))},
+      {"context", p.context},
+      {"context_is_model_max", p.context_is_model_max},
+      {"max_context", or_null(p.max_context)},
+      {"requested_policy", kv_policy_name(p.requested_policy)},
+      {"chosen_policy", p.chosen ? nlohmann::json(kv_policy_name(*p.chosen)) : nlohmann::json(nullptr)},
+      {"presets", presets},
+      {"recommendation", rec},
+      {"agent_gates", gates_json(p.gates)},
+      {"warnings", p.warnings},
+  };
+}
+
+}  // namespace keel::plan

@@ -1,0 +1,209 @@
+#include "keel/plan/planner.h"
+
+#include "keel/plan/chat_template_source.h"
+#include "keel/plan/config_view.h"
+#include "keel/plan/kv_bytes.h"
+#include "keel/plan/number_format.h"
+#include "keel/plan/plan_text.h"
+#include "keel/util/error.h"
+
+namespace keel::plan {
+namespace fs = std::filesystem;
+namespace {
+
+struct ModelPaths {
+  fs::path dir;
+  fs::path config;
+};
+
+ModelPaths resolve_paths(const fs::path& model) {
+  std::error_code ec;
+  if (fs::is_regular_file(model, ec)) return {model.parent_path().empty() ? fs::path(".") : model.parent_path(), model};
+  if (fs::is_directory(model, ec)) {
+    if (!fs::is_regular_file(model / "config.json", ec)) {
+      throw Error(model.string() + ": no config.json in this folder (pass a model folder or its config.json)");
+    }
+    return {model, model / "config.json"};
+  }
+  throw Error(model.string() + ": no such model folder or config file");
+}
+
+std::string first_architecture(const ConfigView& c) {
+  auto it = c.root().find("architectures");
+  if (it != c.root().end() && it->is_array() && !it->empty() && (*it)[0].is_string()) return (*it)[0].get<std::string>();
+  return "unknown architecture";
+}
+
+// Everything that is not KV: what the ceiling must hold before the first token.
+uint64_t base_bytes(const Plan& p) { return *p.weights.bytes + p.scratch.total(); }
+
+// The largest context in [0, limit] whose total stays under the ceiling; KV never shrinks as the
+// context grows, so a binary search finds it.
+int64_t largest_fitting_context(const Plan& p, KvPolicy policy, int64_t limit) {
+  const uint64_t base = base_bytes(p);
+  if (base + kv_bytes_for_context(p.layout, policy, 0) > p.ceiling.bytes) return 0;
+  int64_t lo = 0, hi = limit;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (base + kv_bytes_for_context(p.layout, policy, mid) <= p.ceiling.bytes) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// A round number to type into --context.
+int64_t round_context(int64_t tokens) { return tokens >= 1024 ? tokens / 1024 * 1024 : tokens; }
+
+std::string flags(KvPolicy policy, int64_t context) {
+  return "--kv-policy " + std::string(kv_policy_name(policy)) + " --context " + std::to_string(context);
+}
+
+Recommendation recommend(const Plan& p) {
+  Recommendation r;
+  if (!p.weights.bytes) {
+    r.text = "no verdict: the weight bytes are unknown (" + p.weights.bytes_source +
+             "); the KV and scratch figures above still hold";
+    return r;
+  }
+  if (base_bytes(p) >= p.ceiling.bytes) {
+    r.text = "does not fit: weights (" + format_size(*p.weights.bytes) + ") and scratch (" +
+             format_size(p.scratch.total()) + ") alone exceed the ceiling (" + format_size(p.ceiling.bytes) +
+             "); use a smaller or more quantized model, or more memory";
+    return r;
+  }
+  const std::string ctx = format_count(p.context) + " tokens";
+  if (p.chosen) {
+    const PresetPlan& c = p.preset(*p.chosen);
+    r.policy = p.chosen;
+    r.context = p.context;
+    r.text = flags(*p.chosen, p.context) + ": " + format_size(*c.total_bytes) + " of " + format_size(p.ceiling.bytes);
+    if (p.requested_policy == KvPolicy::Auto) {
+      r.text += ", the most precise preset that holds " + ctx;
+      if (*p.chosen != KvPolicy::Full) {
+        r.text += " (full holds " + format_count(*p.preset(KvPolicy::Full).largest_context) + ")";
+      }
+    }
+    return r;
+  }
+  // Nothing (or not the requested preset) holds the context: offer the longest context that keeps
+  // tool calls safe, or auto's pick when the requested preset was the problem.
+  if (p.requested_policy != KvPolicy::Auto) {
+    for (KvPolicy preset : kPresetsByPrecision) {
+      if (*p.preset(preset).fits) {
+        r.policy = preset;
+        r.context = p.context;
+        r.text = std::string(kv_policy_name(p.requested_policy)) + " holds at most " +
+                 format_count(*p.preset(p.requested_policy).largest_context) + " tokens; for " + ctx + " use " +
+                 flags(preset, p.context);
+        return r;
+      }
+    }
+  }
+  const int64_t best = round_context(*p.preset(KvPolicy::Protect).largest_context);
+  if (best == 0) {
+    r.text = "does not fit: no preset holds even a short context next to the weights (" +
+             format_size(*p.weights.bytes) + ") under the ceiling (" + format_size(p.ceiling.bytes) + ")";
+    return r;
+  }
+  r.policy = KvPolicy::Protect;
+  r.context = best;
+  r.text = "no preset holds " + ctx + "; " + flags(KvPolicy::Protect, best) + " (int4 holds " +
+           format_count(*p.preset(KvPolicy::Int4).largest_context) + ")";
+  return r;
+}
+
+AgentGates read_gates(const fs::path& dir, const std::optional<fs::path>& override_file) {
+  AgentGates g;
+  std::optional<ChatTemplateText> t =
+      override_file ? std::optional<ChatTemplateText>(read_chat_template_file(*override_file)) : find_chat_template(dir);
+  if (!t) return g;
+  g.template_source = t->source;
+  g.tool_calls = toolcall::detect_tool_call_format(t->text);
+  g.reasoning = toolcall::detect_reasoning_control(t->text);
+  return g;
+}
+
+}  // namespace
+
+const PresetPlan& Plan::preset(KvPolicy policy) const {
+  for (const auto& p : presets) {
+    if (p.policy == policy) return p;
+  }
+  throw Error("internal: no plan for KV policy " + std::string(kv_policy_name(policy)));
+}
+
+Plan plan_model(const PlanRequest& request) {
+  Plan p;
+  const ModelPaths paths = resolve_paths(request.model);
+  p.model_dir = paths.dir;
+  p.config_path = paths.config;
+  const ConfigView config = ConfigView::load(paths.config);
+  p.architecture = first_architecture(config);
+  p.model_type = config.root().value("model_type", std::string("unknown"));
+  p.layout = read_attention_layout(config);
+  p.scratch = estimate_scratch(config, p.layout);
+  p.weights = inventory_weights(paths.dir, config);
+  p.ceiling = machine_ceiling(request.memory_gib);
+  p.requested_policy = request.policy;
+  p.max_context = config.optional_int("max_position_embeddings");
+
+  if (request.context) {
+    if (*request.context <= 0) throw Error("--context must be a positive number of tokens");
+    p.context = *request.context;
+  } else {
+    p.context = config.require_int("max_position_embeddings", "needed for the default context; or pass --context N");
+    p.context_is_model_max = true;
+  }
+  if (p.max_context && p.context > *p.max_context) {
+    p.warnings.push_back("the context " + format_count(p.context) + " is beyond the model's max_position_embeddings (" +
+                         format_count(*p.max_context) + ")");
+  }
+  const int64_t search_limit = p.max_context ? std::max(*p.max_context, p.context) : p.context;
+
+  for (KvPolicy policy : kPresetsByPrecision) {
+    PresetPlan pp;
+    pp.policy = policy;
+    pp.kv_bytes = kv_bytes_for_context(p.layout, policy, p.context);
+    if (p.weights.bytes) {
+      pp.total_bytes = base_bytes(p) + pp.kv_bytes;
+      pp.fits = *pp.total_bytes <= p.ceiling.bytes;
+      pp.largest_context = largest_fitting_context(p, policy, search_limit);
+    }
+    p.presets.push_back(pp);
+  }
+  if (p.weights.bytes) {
+    if (request.policy == KvPolicy::Auto) {
+      for (const auto& pp : p.presets) {
+        if (*pp.fits) {
+          p.chosen = pp.policy;
+          break;
+        }
+      }
+    } else if (*p.preset(request.policy).fits) {
+      p.chosen = request.policy;
+    }
+  }
+  p.recommendation = recommend(p);
+  p.gates = read_gates(paths.dir, request.chat_template);
+  p.warnings.insert(p.warnings.begin(), p.weights.warnings.begin(), p.weights.warnings.end());
+  return p;
+}
+
+std::optional<uint64_t> kv_budget_bytes(const Plan& plan) {
+  if (!plan.weights.bytes) return std::nullopt;
+  const uint64_t base = base_bytes(plan);
+  return base >= plan.ceiling.bytes ? 0 : plan.ceiling.bytes - base;
+}
+
+void require_fit(const Plan& plan) {
+  if (!plan.weights.bytes) {
+    throw Error("cannot check the fit, the weight bytes are unknown: " + plan.weights.bytes_source + "\n" +
+                format_plan_text(plan));
+  }
+  if (!plan.chosen) throw Error(plan.recommendation.text + "\n" + format_plan_text(plan));
+}
+
+}  // namespace keel::plan

@@ -1,0 +1,65 @@
+// `keel plan` end to end: the table, --json, and errors that name what is wrong.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace {
+
+keel::test::CommandResult keel_plan(const std::string& args) {
+  return keel::test::run_command(keel::test::keel_binary().string() + " plan " + args);
+}
+
+std::string config(const std::string& name) { return (keel::test::shared_dir() / "fixtures/configs" / name).string(); }
+
+}  // namespace
+
+TEST(PlanCli, TableForLlama70B) {
+  auto r = keel_plan(config("Llama-3.3-70B-Instruct") + " --memory 64 --context 32k");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("327,680"), std::string::npos) << r.output;  // bf16 bytes per token
+  EXPECT_NE(r.output.find("32,768 tokens"), std::string::npos);
+  EXPECT_NE(r.output.find("--memory 64 GiB"), std::string::npos);
+  EXPECT_NE(r.output.find("unknown: no weight files"), std::string::npos);
+}
+
+TEST(PlanCli, JsonForGptOss) {
+  auto r = keel_plan(config("gpt-oss-20b") + " --json --memory 32 --kv-policy int8 --chat-template " +
+                     (keel::test::shared_dir() / "fixtures/chat_templates/openai-gpt-oss-120b.jinja").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["weights"]["bytes"], 13761264768u);
+  EXPECT_EQ(j["kv_bytes_per_token_growing"]["bf16"], 24576);
+  EXPECT_EQ(j["requested_policy"], "int8");
+  EXPECT_EQ(j["chosen_policy"], "int8");
+  EXPECT_EQ(j["agent_gates"]["tool_call_format"], "harmony");
+  EXPECT_EQ(j["agent_gates"]["keel_parses_tool_calls"], true);
+  EXPECT_EQ(j["agent_gates"]["reasoning"], "always on");
+  EXPECT_EQ(j["presets"].size(), 4u);
+  EXPECT_EQ(j["ceiling"]["source"], "--memory 32 GiB");
+  bool shard_warning = false;
+  for (const auto& w : j["warnings"]) shard_warning |= w.get<std::string>().find("shard names disagree") != std::string::npos;
+  EXPECT_TRUE(shard_warning);
+}
+
+TEST(PlanCli, DefaultCeilingSaysWhereItCameFrom) {
+  auto r = keel_plan(config("Qwen3-8B") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_NE(j["ceiling"]["source"].get<std::string>().find("75% of"), std::string::npos);
+}
+
+TEST(PlanCli, ErrorsNameTheProblem) {
+  auto r = keel_plan("/nonexistent/model");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("no such model folder or config file"), std::string::npos) << r.output;
+  r = keel_plan(config("Qwen3-8B") + " --kv-policy fp8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("unknown KV policy 'fp8'"), std::string::npos) << r.output;
+  r = keel_plan(config("Qwen3-8B") + " --context lots");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--context must be a positive number"), std::string::npos) << r.output;
+  r = keel_plan("");
+  EXPECT_EQ(r.exit_code, 1);
+}
