@@ -26,7 +26,7 @@ void gemv_range(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* 
     case WeightFormat::F16: gemv_f16(reinterpret_cast<const uint16_t*>(w.data), w.cols, x, r0, r1, y); break;
     case WeightFormat::BF16: gemv_bf16(reinterpret_cast<const uint16_t*>(w.data), w.cols, x, r0, r1, y); break;
     case WeightFormat::MLX4:
-    case WeightFormat::MLX8: gemv_mlx(mlx_rows(w), x, r0, r1, y); break;
+    case WeightFormat::MLX8: gemm_mlx(mlx_rows(w), x, 1, r0, r1, y, 0); break;
   }
 }
 
@@ -85,17 +85,19 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
     return;
   }
 
-  // One token, or MLX weights (whose fused kernel unpacks in registers and whose 16-row block stays
-  // in L1 across tokens): the per-format row kernels, token by token.
-  if (n_tokens == 1 || w.format == WeightFormat::MLX4 || w.format == WeightFormat::MLX8) {
+  // MLX weights: unpacked in registers, each unpacked vector shared by up to four tokens.
+  if (w.format == WeightFormat::MLX4 || w.format == WeightFormat::MLX8) {
     pool.parallel_for(tasks, [&](size_t task, int) {
       auto [r0, r1] = rows_of(task);
-      thread_local std::vector<float> out;
-      out.resize(static_cast<size_t>(r1 - r0));
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        gemv_range(w, x + t * w.cols, r0, r1, out.data());
-        std::copy(out.begin(), out.end(), y + t * w.rows + r0);
-      }
+      gemm_mlx(mlx_rows(w), x, n_tokens, r0, r1, y + r0, w.rows);
+    });
+    return;
+  }
+
+  if (n_tokens == 1) {
+    pool.parallel_for(tasks, [&](size_t task, int) {
+      auto [r0, r1] = rows_of(task);
+      gemv_range(w, x, r0, r1, y + r0);
     });
     return;
   }

@@ -76,66 +76,114 @@ void GemvBF16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64
 // n*bits exposes element n of each word. So x is first rearranged (per block of N words) into E
 // vectors, xp[n][i] = x[(block*N + i)*E + n]; then each shift-and-mask of the words multiplies
 // one contiguous slice of xp. Every lane is one word, and a word never straddles two groups, so
-// the scale and bias of lane i are gathered by the group index of word i.
+// the scale and bias of lane i are gathered by the group index of word i. Up to kNT tokens share
+// each unpacked weight vector; each (row, token) sum runs in the same order for any kNT.
 template <int kBits>
-void GemvMlxT(const MlxRows& m, const float* HWY_RESTRICT x, int64_t r0, int64_t r1, float* y) {
-  constexpr int E = 32 / kBits;
+struct MlxLayout {
+  static constexpr int E = 32 / kBits;
+  int64_t N, words_per_row, blocks, groups_per_row;
+  int log2_group = 0;
+  MlxLayout(const MlxRows& m, int64_t lanes)
+      : N(lanes), words_per_row(m.cols / E), blocks(m.cols / E / lanes), groups_per_row(m.cols / m.group_size) {
+    while ((1 << log2_group) < m.group_size) ++log2_group;
+  }
+  int64_t xp_size() const { return blocks * N * E; }
+  int64_t xw_size() const { return blocks * N; }
+};
+
+template <int kBits, int kNT>
+HWY_INLINE void MlxRowTokens(const MlxRows& m, const MlxLayout<kBits>& L, int64_t r, const float* const* x,
+                             const float* const* xp, const float* const* xw, float* const* y) {
+  constexpr int E = MlxLayout<kBits>::E;
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t words_per_row = m.cols / E;
-  const int64_t blocks = words_per_row / N;
-  const int64_t groups_per_row = m.cols / m.group_size;
-  int log2_group = 0;
-  while ((1 << log2_group) < m.group_size) ++log2_group;
-
-  thread_local std::vector<float> xp, xw;  // permuted x, and the sum of x over each word's elements
-  xp.resize(static_cast<size_t>(blocks * N * E));
-  xw.resize(static_cast<size_t>(blocks * N));
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t i = 0; i < N; ++i) {
-      float s = 0;
-      for (int n = 0; n < E; ++n) {
-        float v = x[(b * N + i) * E + n];
-        xp[static_cast<size_t>((b * E + n) * N + i)] = v;
-        s += v;
-      }
-      xw[static_cast<size_t>(b * N + i)] = s;
-    }
-
+  const int64_t N = L.N;
   const auto mask = hn::Set(du, (1u << kBits) - 1u);
   const auto lane_elem = hn::Mul(hn::Iota(di, 0), hn::Set(di, E));  // first element of each lane's word
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint32_t* words = m.words + r * words_per_row;
-    const float* scales = m.scales + r * groups_per_row;
-    const float* biases = m.biases + r * groups_per_row;
-    auto acc = hn::Zero(df);
-    for (int64_t b = 0; b < blocks; ++b) {
-      const auto w = hn::LoadU(du, words + b * N);
-      const float* xb = xp.data() + b * E * N;
-      auto dot = hn::Zero(df);
-      for (int n = 0; n < E; ++n) {
-        auto q = hn::And(hn::ShiftRightSame(w, n * kBits), mask);
-        dot = hn::MulAdd(hn::ConvertTo(df, hn::BitCast(di, q)), hn::LoadU(df, xb + n * N), dot);
-      }
-      const auto group = hn::ShiftRightSame(hn::Add(lane_elem, hn::Set(di, static_cast<int32_t>(b * N * E))), log2_group);
-      acc = hn::MulAdd(hn::GatherIndex(df, scales, group), dot, acc);
-      acc = hn::MulAdd(hn::GatherIndex(df, biases, group), hn::LoadU(df, xw.data() + b * N), acc);
+  const uint32_t* words = m.words + r * L.words_per_row;
+  const float* scales = m.scales + r * L.groups_per_row;
+  const float* biases = m.biases + r * L.groups_per_row;
+  hn::Vec<DF> acc[kNT];
+  for (int t = 0; t < kNT; ++t) acc[t] = hn::Zero(df);
+  for (int64_t b = 0; b < L.blocks; ++b) {
+    const auto w = hn::LoadU(du, words + b * N);
+    hn::Vec<DF> dot[kNT];
+    for (int t = 0; t < kNT; ++t) dot[t] = hn::Zero(df);
+    for (int n = 0; n < E; ++n) {
+      const auto q = hn::ConvertTo(df, hn::BitCast(di, hn::And(hn::ShiftRightSame(w, n * kBits), mask)));
+      for (int t = 0; t < kNT; ++t) dot[t] = hn::MulAdd(q, hn::LoadU(df, xp[t] + (b * E + n) * N), dot[t]);
     }
-    float sum = hn::GetLane(hn::SumOfLanes(df, acc));
-    for (int64_t j = blocks * N * E; j < m.cols; ++j) {
-      uint32_t q = (words[j / E] >> ((j % E) * kBits)) & ((1u << kBits) - 1u);
-      int64_t g = j / m.group_size;
-      sum += (scales[g] * static_cast<float>(q) + biases[g]) * x[j];
+    const auto group = hn::ShiftRightSame(hn::Add(lane_elem, hn::Set(di, static_cast<int32_t>(b * N * E))), L.log2_group);
+    const auto scale = hn::GatherIndex(df, scales, group);
+    const auto bias = hn::GatherIndex(df, biases, group);
+    for (int t = 0; t < kNT; ++t) {
+      acc[t] = hn::MulAdd(scale, dot[t], acc[t]);
+      acc[t] = hn::MulAdd(bias, hn::LoadU(df, xw[t] + b * N), acc[t]);
     }
-    y[r - r0] = sum;
+  }
+  for (int t = 0; t < kNT; ++t) {
+    float sum = hn::GetLane(hn::SumOfLanes(df, acc[t]));
+    for (int64_t j = L.blocks * N * E; j < m.cols; ++j) {
+      const uint32_t q = (words[j / E] >> ((j % E) * kBits)) & ((1u << kBits) - 1u);
+      const int64_t g = j / m.group_size;
+      sum += (scales[g] * static_cast<float>(q) + biases[g]) * x[t][j];
+    }
+    *y[t] = sum;
   }
 }
 
-void GemvMlx(const MlxRows& m, const float* x, int64_t r0, int64_t r1, float* y) {
-  if (m.bits == 4) GemvMlxT<4>(m, x, r0, r1, y);
-  else GemvMlxT<8>(m, x, r0, r1, y);
+template <int kBits>
+void GemmMlxT(const MlxRows& m, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t y_stride) {
+  constexpr int E = MlxLayout<kBits>::E;
+  const MlxLayout<kBits> L(m, static_cast<int64_t>(hn::Lanes(DF())));
+  // Per token: permuted x, and the sum of x over each word's elements (for the bias term).
+  thread_local std::vector<float> xp, xw;
+  xp.resize(static_cast<size_t>(n_tokens * L.xp_size()));
+  xw.resize(static_cast<size_t>(n_tokens * L.xw_size()));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + t * m.cols;
+    float* pt = xp.data() + t * L.xp_size();
+    float* wt = xw.data() + t * L.xw_size();
+    for (int64_t b = 0; b < L.blocks; ++b)
+      for (int64_t i = 0; i < L.N; ++i) {
+        float s = 0;
+        for (int n = 0; n < E; ++n) {
+          const float v = xt[(b * L.N + i) * E + n];
+          pt[(b * E + n) * L.N + i] = v;
+          s += v;
+        }
+        wt[b * L.N + i] = s;
+      }
+  }
+  auto token_ptrs = [&](int64_t t, int64_t r, int k, const float** xs, const float** ps, const float** ws, float** ys) {
+    for (int i = 0; i < k; ++i) {
+      xs[i] = x + (t + i) * m.cols;
+      ps[i] = xp.data() + (t + i) * L.xp_size();
+      ws[i] = xw.data() + (t + i) * L.xw_size();
+      ys[i] = y + (t + i) * y_stride + (r - r0);
+    }
+  };
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xs[4];
+    const float* ps[4];
+    const float* ws[4];
+    float* ys[4];
+    int64_t t = 0;
+    for (; t + 4 <= n_tokens; t += 4) {
+      token_ptrs(t, r, 4, xs, ps, ws, ys);
+      MlxRowTokens<kBits, 4>(m, L, r, xs, ps, ws, ys);
+    }
+    for (; t < n_tokens; ++t) {
+      token_ptrs(t, r, 1, xs, ps, ws, ys);
+      MlxRowTokens<kBits, 1>(m, L, r, xs, ps, ws, ys);
+    }
+  }
+}
+
+void GemmMlx(const MlxRows& m, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t y_stride) {
+  if (m.bits == 4) GemmMlxT<4>(m, x, n_tokens, r0, r1, y, y_stride);
+  else GemmMlxT<8>(m, x, n_tokens, r0, r1, y, y_stride);
 }
 
 // A 4x4 register tile: 4 weight rows against 4 tokens per pass over the columns, so each loaded
@@ -243,7 +291,7 @@ namespace keel::ops {
 HWY_EXPORT(GemvF32);
 HWY_EXPORT(GemvF16);
 HWY_EXPORT(GemvBF16);
-HWY_EXPORT(GemvMlx);
+HWY_EXPORT(GemmMlx);
 HWY_EXPORT(GemmRowsF32);
 HWY_EXPORT(AttendBF16);
 HWY_EXPORT(TargetName);
@@ -258,8 +306,8 @@ void gemv_f16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64
 void gemv_bf16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
   HWY_DYNAMIC_DISPATCH(GemvBF16)(w, cols, x, r0, r1, y);
 }
-void gemv_mlx(const MlxRows& w, const float* x, int64_t r0, int64_t r1, float* y) {
-  HWY_DYNAMIC_DISPATCH(GemvMlx)(w, x, r0, r1, y);
+void gemm_mlx(const MlxRows& w, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t y_stride) {
+  HWY_DYNAMIC_DISPATCH(GemmMlx)(w, x, n_tokens, r0, r1, y, y_stride);
 }
 void gemm_rows_f32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols, float* y,
                    int64_t y_stride) {

@@ -22,7 +22,8 @@ struct MlxRows {
   int group_size;
   int64_t cols;
 };
-void gemv_mlx(const MlxRows& w, const float* x, int64_t r0, int64_t r1, float* y);
+// y[t * y_stride + (r - r0)] = dot(row r, x[t]) for r in [r0, r1), t < n_tokens (x rows `cols` apart).
+void gemm_mlx(const MlxRows& w, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t y_stride);
 
 // Multi-token product for a small block of f32 rows: y[t * y_stride + r] = dot(rows[r], x[t]) for
 // r < n_rows (at most 4, each `cols` long, contiguous) and t < n_tokens (x rows `cols` apart).
