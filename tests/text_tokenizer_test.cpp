@@ -281,7 +281,10 @@ TEST(TokenizerCli, PrintsIds) {
   auto model = keel::test::shared_dir() / "models" / "tiny-toolcaller";
   auto tok = Tokenizer::from_file(model);
   std::string expected;
-  for (int32_t id : tok.encode("Hello <tool_call> world")) expected += (expected.empty() ? "" : " ") + std::to_string(id);
+  for (int32_t id : tok.encode("Hello <tool_call> world")) {
+    if (!expected.empty()) expected += ' ';
+    expected += std::to_string(id);
+  }
 
   auto r = keel::test::run_command(keel::test::keel_binary().string() + " tokenize --model " + model.string() +
                                    " 'Hello <tool_call> world'");

@@ -52,8 +52,9 @@ void check_cases(const Tokenizer& tok, const std::vector<VectorCase>& cases, con
         ADD_FAILURE() << name << ": round trip of \"" << c.text << "\" gave \"" << back << "\"";
     }
   }
-  std::printf("[ vectors  ] %s: %zu texts, %zu ids identical, %zu round trips exact\n", name.c_str(), cases.size(),
-              cases.size() - static_cast<size_t>(id_mismatches), cases.size() - static_cast<size_t>(round_trip_failures));
+  size_t total = cases.size();
+  std::printf("[ vectors  ] %s: %zu texts, %zu ids identical, %zu round trips exact\n", name.c_str(), total,
+              total - static_cast<size_t>(id_mismatches), total - static_cast<size_t>(round_trip_failures));
   EXPECT_EQ(id_mismatches, 0) << name;
   EXPECT_EQ(round_trip_failures, 0) << name;
 }

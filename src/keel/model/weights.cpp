@@ -168,6 +168,9 @@ Matrix load_matrix(const TensorIndex& index, const std::string& prefix, int64_t 
     m.group_size = group;
     m.scales = to_floats(*scales);
     m.biases = to_floats(biases);
+    // Kernels load a whole SIMD vector of scales at a time; padding keeps the last row's in bounds.
+    m.scales.resize(m.scales.size() + kMlxScalePadding, 0.0f);
+    m.biases.resize(m.biases.size() + kMlxScalePadding, 0.0f);
     attach_data(m, w.file->data(*w.info), 4);
     return m;
   }

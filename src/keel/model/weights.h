@@ -14,6 +14,9 @@
 namespace keel {
 
 enum class WeightFormat { F32, F16, BF16, MLX4, MLX8 };
+
+// Floats of zero padding after MLX scales and biases: at least the widest SIMD vector (2048-bit SVE).
+inline constexpr size_t kMlxScalePadding = 64;
 const char* weight_format_name(WeightFormat f);
 
 // A weight matrix [rows][cols] as a linear layer computes y = W x (rows = outputs).
@@ -25,7 +28,7 @@ struct Matrix {
   const uint8_t* data = nullptr;  // row-major elements, or MLX U32 words (cols*bits/32 per row)
   // MLX affine quantization: value = scale * q + bias per group of group_size along a row.
   int group_size = 0;
-  std::vector<float> scales;  // [rows][cols / group_size]
+  std::vector<float> scales;  // [rows][cols / group_size], then kMlxScalePadding zeros
   std::vector<float> biases;
   std::vector<uint8_t> realigned;  // owns `data` when the file's bytes were misaligned
 

@@ -76,16 +76,22 @@ void GemvBF16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64
 // n*bits exposes element n of each word. So x is first rearranged (per block of N words) into E
 // vectors, xp[n][i] = x[(block*N + i)*E + n]; then each shift-and-mask of the words multiplies
 // one contiguous slice of xp. Every lane is one word, and a word never straddles two groups, so
-// the scale and bias of lane i are gathered by the group index of word i. Up to kNT tokens share
+// lane i takes the scale and bias of word i's group (a broadcast, or a lane shuffle). Up to kNT tokens share
 // each unpacked weight vector; each (row, token) sum runs in the same order for any kNT.
 template <int kBits>
 struct MlxLayout {
   static constexpr int E = 32 / kBits;
   int64_t N, words_per_row, blocks, groups_per_row;
   int log2_group = 0;
+  // Whether one block of N words lies inside a single group (then its scale is a broadcast);
+  // otherwise lane i takes the group at offset lane_group[i] from the block's first group.
+  bool block_in_one_group;
+  int32_t lane_group[hn::MaxLanes(DF())];
   MlxLayout(const MlxRows& m, int64_t lanes)
       : N(lanes), words_per_row(m.cols / E), blocks(m.cols / E / lanes), groups_per_row(m.cols / m.group_size) {
     while ((1 << log2_group) < m.group_size) ++log2_group;
+    block_in_one_group = N * E <= m.group_size;
+    for (int64_t i = 0; i < N; ++i) lane_group[i] = static_cast<int32_t>((i * E) >> log2_group);
   }
   int64_t xp_size() const { return blocks * N * E; }
   int64_t xw_size() const { return blocks * N; }
@@ -100,7 +106,7 @@ HWY_INLINE void MlxRowTokens(const MlxRows& m, const MlxLayout<kBits>& L, int64_
   const hn::RebindToSigned<DF> di;
   const int64_t N = L.N;
   const auto mask = hn::Set(du, (1u << kBits) - 1u);
-  const auto lane_elem = hn::Mul(hn::Iota(di, 0), hn::Set(di, E));  // first element of each lane's word
+  const auto lane_group = hn::SetTableIndices(df, L.lane_group);
   const uint32_t* words = m.words + r * L.words_per_row;
   const float* scales = m.scales + r * L.groups_per_row;
   const float* biases = m.biases + r * L.groups_per_row;
@@ -114,9 +120,12 @@ HWY_INLINE void MlxRowTokens(const MlxRows& m, const MlxLayout<kBits>& L, int64_
       const auto q = hn::ConvertTo(df, hn::BitCast(di, hn::And(hn::ShiftRightSame(w, n * kBits), mask)));
       for (int t = 0; t < kNT; ++t) dot[t] = hn::MulAdd(q, hn::LoadU(df, xp[t] + (b * E + n) * N), dot[t]);
     }
-    const auto group = hn::ShiftRightSame(hn::Add(lane_elem, hn::Set(di, static_cast<int32_t>(b * N * E))), L.log2_group);
-    const auto scale = hn::GatherIndex(df, scales, group);
-    const auto bias = hn::GatherIndex(df, biases, group);
+    // Scales and biases are padded (weights.cpp), so a full-vector load past the row is safe.
+    const int64_t g0 = (b * N * E) >> L.log2_group;
+    const auto scale = L.block_in_one_group ? hn::Set(df, scales[g0])
+                                            : hn::TableLookupLanes(hn::LoadU(df, scales + g0), lane_group);
+    const auto bias = L.block_in_one_group ? hn::Set(df, biases[g0])
+                                           : hn::TableLookupLanes(hn::LoadU(df, biases + g0), lane_group);
     for (int t = 0; t < kNT; ++t) {
       acc[t] = hn::MulAdd(scale, dot[t], acc[t]);
       acc[t] = hn::MulAdd(bias, hn::LoadU(df, xw[t] + b * N), acc[t]);

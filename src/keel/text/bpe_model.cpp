@@ -34,6 +34,11 @@ BpeModel BpeModel::from_json(const json_fields::Json& config, const std::string&
   m.fuse_unk_ = jf::optional_bool(config, "fuse_unk", false, where);
   m.ignore_merges_ = jf::optional_bool(config, "ignore_merges", false, where);
 
+  for (int c = 0; c < 128; ++c) {
+    auto it = m.vocab_.find(std::string(1, static_cast<char>(c)));
+    m.ascii_ids_[c] = it == m.vocab_.end() ? -1 : it->second;
+  }
+
   if (auto unk = jf::optional_string(config, "unk_token", where)) {
     auto it = m.vocab_.find(*unk);
     if (it == m.vocab_.end()) jf::fail(where + ".unk_token", "\"" + *unk + "\" is not in the vocabulary");
@@ -83,7 +88,7 @@ BpeModel BpeModel::from_json(const json_fields::Json& config, const std::string&
       right.erase(0, m.continuing_subword_prefix_.size());
     int32_t result = lookup(left + right, at);
     // A repeated pair takes its last rank, as Hugging Face's loader does.
-    m.merges_.insert_or_assign(pair_key(left_id, right_id), Merge{static_cast<uint32_t>(i), result});
+    m.merges_.insert_or_assign(left_id, right_id, {static_cast<uint32_t>(i), result});
   }
   return m;
 }
@@ -99,6 +104,12 @@ std::vector<BpeModel::Symbol> BpeModel::initial_symbols(std::string_view word) c
   for (size_t pos = 0; pos < word.size();) {
     size_t start = pos;
     utf8::decode_at(word, pos);
+    auto first = static_cast<unsigned char>(word[start]);
+    if (first < 0x80 && ascii_ids_[first] >= 0 && continuing_subword_prefix_.empty() && end_of_word_suffix_.empty()) {
+      push(ascii_ids_[first]);
+      previous_unk = false;
+      continue;
+    }
     piece.assign(word.substr(start, pos - start));
     if (start > 0) piece.insert(0, continuing_subword_prefix_);
     if (pos == word.size()) piece += end_of_word_suffix_;
@@ -141,8 +152,8 @@ void BpeModel::merge(std::vector<Symbol>& symbols) const {
     if (left < 0) return;
     int32_t right = symbols[left].next;
     if (right < 0) return;
-    auto it = merges_.find(pair_key(symbols[left].id, symbols[right].id));
-    if (it != merges_.end()) queue.push({it->second.rank, left, symbols[right].id, it->second.result});
+    if (auto m = merges_.find(symbols[left].id, symbols[right].id))
+      queue.push({m->rank, left, symbols[right].id, m->result});
   };
   for (size_t i = 0; i + 1 < symbols.size(); ++i) consider(static_cast<int32_t>(i));
 
@@ -152,8 +163,8 @@ void BpeModel::merge(std::vector<Symbol>& symbols) const {
     Symbol& left = symbols[c.left];
     if (!left.alive || left.next < 0) continue;
     Symbol& right = symbols[left.next];
-    auto it = merges_.find(pair_key(left.id, right.id));
-    if (right.id != c.right_id || it == merges_.end() || it->second.rank != c.rank) continue;
+    auto m = merges_.find(left.id, right.id);
+    if (right.id != c.right_id || !m || m->rank != c.rank) continue;
     left.id = c.result;
     right.alive = false;
     left.next = right.next;

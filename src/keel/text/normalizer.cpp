@@ -22,7 +22,8 @@ class UnicodeNormalizer final : public Normalizer {
 
 class ReplaceNormalizer final : public Normalizer {
  public:
-  ReplaceNormalizer(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceNormalizer(Pattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   std::string normalize(std::string_view text) const override { return pattern_.replace_all(text, content_); }
 
  private:
@@ -83,8 +84,8 @@ std::unique_ptr<Normalizer> make_normalizer(const json_fields::Json& config, con
   if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(NormalizationForm::NFKC);
   if (type == "NFKD") return std::make_unique<UnicodeNormalizer>(NormalizationForm::NFKD);
   if (type == "Replace") {
-    return std::make_unique<ReplaceNormalizer>(Pattern::from_json(jf::require(config, "pattern", where), where + ".pattern"),
-                                               jf::require_string(config, "content", where));
+    auto pattern = Pattern::from_json(jf::require(config, "pattern", where), where + ".pattern");
+    return std::make_unique<ReplaceNormalizer>(std::move(pattern), jf::require_string(config, "content", where));
   }
   if (type == "Prepend") return std::make_unique<PrependNormalizer>(jf::require_string(config, "prepend", where));
   if (type == "Strip") {

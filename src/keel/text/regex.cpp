@@ -19,7 +19,8 @@ constexpr uint32_t kDepthLimit = 100'000;
 // Unicode's word characters. PCRE2's UCP classes differ at the edges (its \s also matches U+180E,
 // its \w misses combining marks), which changes how real text is split. So these escapes are
 // spelled out as explicit classes before compiling.
-constexpr const char* kSpaceItems = R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+constexpr const char* kSpaceItems =
+    R"(\t\n\x{0B}\f\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 // Word = Alphabetic (letters, letter numbers such as Ⅻ, circled letters) + marks + decimal digits
 // + connector punctuation.
 constexpr const char* kWordItems =
