@@ -43,10 +43,7 @@ class BrokenModel : public ::testing::Test {
     for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
     json h = json::parse(bytes.substr(8, len));
     edit(h);
-    std::string text = h.dump();
-    std::ofstream out(weights(), std::ios::binary | std::ios::trunc);
-    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((text.size() >> (8 * i)) & 0xff));
-    out << text << bytes.substr(8 + len);
+    test::write_safetensors(weights(), h.dump(), std::string_view(bytes).substr(8 + len));
   }
 
   void truncate_weights(uint64_t size) { fs::resize_file(weights(), size); }

@@ -29,6 +29,13 @@ std::string read_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
+void write_safetensors(const std::filesystem::path& path, const std::string& header_json, std::string_view data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((header_json.size() >> (8 * i)) & 0xff));
+  out << header_json << data;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
 TempDir::TempDir() {
   std::random_device rd;
   path_ = std::filesystem::temp_directory_path() / ("keel-test-" + std::to_string(rd()) + std::to_string(rd()));

@@ -3,6 +3,7 @@
 // or $KEEL_SHARED_DIR), and the built keel binary.
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 namespace keel::test {
 
@@ -10,6 +11,9 @@ std::filesystem::path source_dir();
 std::filesystem::path shared_dir();
 std::filesystem::path keel_binary();
 std::string read_text(const std::filesystem::path& path);
+
+// Writes a safetensors file: 8-byte little-endian header length, the header JSON text, the data.
+void write_safetensors(const std::filesystem::path& path, const std::string& header_json, std::string_view data);
 
 // A fresh empty directory under the system temp dir, removed when the object goes away.
 class TempDir {

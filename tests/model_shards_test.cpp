@@ -1,0 +1,71 @@
+// A checkpoint split into shards behind model.safetensors.index.json loads to the same model as
+// the single file, and produces the same logits.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "keel/arch/transformer.h"
+#include "keel/kv/bf16_kv_cache.h"
+#include "keel/model/safetensors.h"
+#include "keel/model/weights.h"
+#include "test_support.h"
+
+namespace keel {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes the tensors of `src` round-robin into `shards` safetensors files plus an index.
+void split_into_shards(const fs::path& src_dir, const fs::path& out_dir, int shards) {
+  fs::create_directories(out_dir);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"})
+    if (fs::exists(src_dir / f)) fs::copy_file(src_dir / f, out_dir / f);
+  SafetensorsFile src(src_dir / "model.safetensors");
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  uint64_t total = 0;
+  for (int s = 0; s < shards; ++s) {
+    const std::string name = "model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) + ".safetensors";
+    nlohmann::json header = nlohmann::json::object();
+    std::string data;
+    const auto& tensors = src.header().tensors;
+    for (size_t i = static_cast<size_t>(s); i < tensors.size(); i += static_cast<size_t>(shards)) {
+      const auto& t = tensors[i];
+      auto bytes = src.data(t);
+      header[t.name] = {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + bytes.size()}}};
+      data.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      index["weight_map"][t.name] = name;
+      total += bytes.size();
+    }
+    test::write_safetensors(out_dir / name, header.dump(), data);
+  }
+  index["metadata"]["total_size"] = total;
+  std::ofstream(out_dir / "model.safetensors.index.json") << index.dump(2);
+}
+
+std::vector<float> last_logits(const ModelWeights& w, const std::vector<int32_t>& tokens) {
+  ThreadPool pool(2);
+  Transformer model(w, pool);
+  Bf16KvCache cache(w.spec, static_cast<int64_t>(tokens.size()));
+  std::vector<float> logits(static_cast<size_t>(w.spec.vocab_size));
+  const int64_t row = static_cast<int64_t>(tokens.size()) - 1;
+  model.forward(tokens, cache, std::span<const int64_t>(&row, 1), logits.data());
+  return logits;
+}
+
+TEST(ModelShards, ShardedCheckpointEqualsSingleFile) {
+  for (const char* name : {"tiny-toolcaller", "tiny-toolcaller-mlx4"}) {
+    test::TempDir tmp;
+    const fs::path src = test::shared_dir() / "models" / name;
+    split_into_shards(src, tmp.path() / "sharded", 3);
+    const ModelWeights single = load_model(src);
+    const ModelWeights sharded = load_model(tmp.path() / "sharded");
+    EXPECT_EQ(sharded.files.size(), 3u);
+    EXPECT_EQ(sharded.eos_token_ids, single.eos_token_ids);
+    const std::vector<int32_t> tokens = {1657, 800, 198, 610, 525, 264};
+    EXPECT_EQ(last_logits(sharded, tokens), last_logits(single, tokens)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace keel
