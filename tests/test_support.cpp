@@ -36,6 +36,19 @@ void write_safetensors(const std::filesystem::path& path, const std::string& hea
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
+std::tm utc_time(int year, int month, int day, int hour, int minute, int second) {
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  std::time_t t = timegm(&tm);
+  gmtime_r(&t, &tm);
+  return tm;
+}
+
 TempDir::TempDir() {
   std::random_device rd;
   path_ = std::filesystem::temp_directory_path() / ("keel-test-" + std::to_string(rd()) + std::to_string(rd()));

@@ -1,6 +1,7 @@
 #pragma once
 // Paths the tests need: the repository, the shared fixtures folder (../shared next to the checkout,
 // or $KEEL_SHARED_DIR), and the built keel binary.
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -14,6 +15,9 @@ std::string read_text(const std::filesystem::path& path);
 
 // Writes a safetensors file: 8-byte little-endian header length, the header JSON text, the data.
 void write_safetensors(const std::filesystem::path& path, const std::string& header_json, std::string_view data);
+
+// A calendar time in UTC with its weekday and day of year filled in (for injectable clocks).
+std::tm utc_time(int year, int month, int day, int hour, int minute, int second);
 
 // A fresh empty directory under the system temp dir, removed when the object goes away.
 class TempDir {

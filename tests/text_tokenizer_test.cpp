@@ -8,7 +8,7 @@
 #include "keel/text/stream_decoder.h"
 #include "keel/text/tokenizer.h"
 #include "keel/text/unicode_normalization.h"
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 #include "keel/util/error.h"
 #include "test_support.h"
 
@@ -175,7 +175,7 @@ TEST(TokenizerRegex, ClassesMatchHuggingFace) {
 }
 
 TEST(TokenizerUtf8, SanitizesAndFindsCompletePrefix) {
-  namespace utf8 = keel::text::utf8;
+  namespace utf8 = keel::utf8;
   EXPECT_EQ(utf8::sanitize("a\xff" "b"), "a\ufffd" "b");
   EXPECT_EQ(utf8::sanitize("\xe4\xb8"), "\ufffd");
   EXPECT_EQ(utf8::sanitize("\xed\xa0\x80"), "\ufffd\ufffd\ufffd");  // a surrogate is ill-formed
@@ -197,7 +197,7 @@ void expect_streams_cleanly(const Tokenizer& tok, const std::string& text) {
   int held_back = 0;
   for (int32_t id : ids) {
     std::string piece = stream.feed(id);
-    EXPECT_TRUE(keel::text::utf8::is_valid(piece)) << "partial character emitted";
+    EXPECT_TRUE(keel::utf8::is_valid(piece)) << "partial character emitted";
     if (piece.empty()) ++held_back;
     joined += piece;
   }

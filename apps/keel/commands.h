@@ -13,5 +13,6 @@ int bench_command(const CommandArgs& args);  // keel bench
 int synth_command(const CommandArgs& args);  // keel synth
 int plan_command(const CommandArgs& args);   // keel plan
 int tokenize_command(const CommandArgs& args);  // keel tokenize
+int render_command(const CommandArgs& args);  // keel render
 
 }  // namespace keel::cli

@@ -23,6 +23,8 @@ const Subcommand kSubcommands[] = {
     {"plan", "will a model and a context fit, under which KV policy: keel plan MODEL_DIR [--context N] [--memory GiB]",
      keel::cli::plan_command},
     {"tokenize", "print token ids: keel tokenize --model DIR | --tokenizer FILE TEXT", keel::cli::tokenize_command},
+    {"render", "show the prompt a chat becomes: keel render --model DIR --messages FILE.json [--tools FILE.json] [--roles]",
+     keel::cli::render_command},
 };
 
 void usage(FILE* out) {

@@ -4,7 +4,7 @@
 
 #include "keel/text/regex.h"
 #include "keel/text/unicode_normalization.h"
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 
 namespace keel::text {
 namespace {

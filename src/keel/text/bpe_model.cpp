@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <queue>
 
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 
 namespace keel::text {
 

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 
 namespace keel::text::byte_level {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "keel/text/byte_level.h"
 #include "keel/text/pattern.h"
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 
 namespace keel::text {
 

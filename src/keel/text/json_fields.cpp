@@ -1,6 +1,6 @@
 #include "keel/text/json_fields.h"
 
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 #include "keel/util/error.h"
 
 namespace keel::text::json_fields {

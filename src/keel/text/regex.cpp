@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 #include "keel/util/error.h"
 
 namespace keel::text {

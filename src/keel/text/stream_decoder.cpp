@@ -1,6 +1,6 @@
 #include "keel/text/stream_decoder.h"
 
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 
 namespace keel::text {
 

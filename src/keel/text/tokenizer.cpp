@@ -9,7 +9,7 @@
 #include "keel/text/json_fields.h"
 #include "keel/text/normalizer.h"
 #include "keel/text/pre_tokenizer.h"
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 #include "keel/util/error.h"
 
 namespace keel::text {

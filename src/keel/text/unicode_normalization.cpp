@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "keel/text/unicode_tables.h"
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 
 namespace keel::text {
 namespace {

@@ -1,6 +1,6 @@
-#include "keel/text/utf8.h"
+#include "keel/util/utf8.h"
 
-namespace keel::text::utf8 {
+namespace keel::utf8 {
 namespace {
 
 constexpr char32_t kReplacement = 0xFFFD;
@@ -147,4 +147,4 @@ size_t complete_prefix_length(std::string_view s) {
   return s.size();
 }
 
-}  // namespace keel::text::utf8
+}  // namespace keel::utf8

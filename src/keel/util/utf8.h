@@ -1,12 +1,12 @@
 #pragma once
-// Small UTF-8 helpers for the tokenizer. Tokenizer input is sanitized to valid UTF-8 first (invalid
-// bytes become U+FFFD), so everything downstream may assume well-formed text.
+// Small UTF-8 helpers shared by the tokenizer and the chat templates. Tokenizer input is sanitized
+// to valid UTF-8 first (invalid bytes become U+FFFD), so the tokenizer may assume well-formed text.
 #include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace keel::text::utf8 {
+namespace keel::utf8 {
 
 // Length of the sequence a lead byte announces (1..4), or 0 for a byte that cannot start one.
 size_t sequence_length(unsigned char lead);
@@ -30,4 +30,4 @@ std::string sanitize(std::string_view s);
 // what a streaming decoder may emit now. Invalid bytes count as complete (they will be replaced).
 size_t complete_prefix_length(std::string_view s);
 
-}  // namespace keel::text::utf8
+}  // namespace keel::utf8

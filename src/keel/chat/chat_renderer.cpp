@@ -1,0 +1,167 @@
+#include "keel/chat/chat_renderer.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "keel/chat/jinja_template.h"
+#include "keel/util/error.h"
+
+namespace keel::chat {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+jinja::Tag tag_of(Role r) { return static_cast<jinja::Tag>(r); }
+
+// The role a message's own text belongs to.
+Role content_role(const std::string& message_role) {
+  if (message_role == "system" || message_role == "developer") return Role::system;
+  if (message_role == "assistant" || message_role == "model") return Role::assistant;
+  if (message_role == "tool" || message_role == "ipython" || message_role == "function" || message_role == "tool_result")
+    return Role::tool_result;
+  return Role::user;
+}
+
+json normalize_tool_calls(const json& calls) {
+  json out = calls;
+  for (auto& call : out) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    auto& fn = call["function"];
+    if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+    json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) fn["arguments"] = std::move(parsed);
+  }
+  return out;
+}
+
+// One message as template values, each field tagged with the role its text belongs to. The
+// "role" field itself is scaffolding: templates turn it into headers like <|im_start|>user.
+jinja::Value tag_message(const json& message, bool parse_arguments) {
+  if (!message.is_object()) throw keel::Error("each message must be a JSON object");
+  std::string role = message.contains("role") && message["role"].is_string() ? message["role"].get<std::string>() : "";
+  Role own = content_role(role);
+  auto d = std::make_shared<jinja::DictData>();
+  for (const auto& [key, value] : message.items()) {
+    Role r = own;
+    if (key == "role") r = Role::scaffolding;
+    else if (key == "tool_calls" || key == "function_call") r = Role::tool_call;
+    else if (key == "reasoning_content" || key == "reasoning" || key == "thinking") r = Role::reasoning;
+    const json& v = (key == "tool_calls" && parse_arguments && value.is_array()) ? normalize_tool_calls(value) : value;
+    d->set(key, jinja::value_from_json(v, tag_of(r)));
+  }
+  return jinja::Value::dict(d);
+}
+
+std::vector<RoleSpan> spans_of(const jinja::TaggedText& t) {
+  std::vector<RoleSpan> spans;
+  for (const auto& run : t.covering_runs()) {
+    Role r = run.tag < kRoleCount ? static_cast<Role>(run.tag) : Role::scaffolding;
+    if (!spans.empty() && spans.back().role == r && spans.back().end == run.begin) {
+      spans.back().end = run.end;
+    } else {
+      spans.push_back({run.begin, run.end, r});
+    }
+  }
+  return spans;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw keel::Error("cannot read " + p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// tokenizer_config.json writes special tokens either as strings or as {"content": ...} objects.
+std::string token_text(const json& config, const char* key) {
+  if (!config.contains(key)) return "";
+  const json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(const std::string& source, std::string bos_token, std::string eos_token)
+    : source_(source),
+      bos_token_(std::move(bos_token)),
+      eos_token_(std::move(eos_token)),
+      template_(std::make_unique<jinja::Template>(source)) {}
+
+ChatTemplate::~ChatTemplate() = default;
+ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
+ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
+
+RenderedPrompt ChatTemplate::render(const json& messages, const json& tools, const json& kwargs,
+                                    const ChatRenderOptions& options) const {
+  if (!messages.is_array()) throw keel::Error("messages must be a JSON array");
+  if (!tools.is_null() && !tools.is_array()) throw keel::Error("tools must be a JSON array");
+  if (!kwargs.is_null() && !kwargs.is_object()) throw keel::Error("template kwargs must be a JSON object");
+
+  // transformers' apply_chat_template always passes tools and documents, as None when absent,
+  // so `tools is not none` and `tools is defined` behave as the template authors tested them.
+  jinja::DictData context;
+  context.set("bos_token", jinja::Value::string(bos_token_));
+  context.set("eos_token", jinja::Value::string(eos_token_));
+  if (options.absent_as_none) context.set("documents", jinja::Value::none());
+  if (!kwargs.is_null())
+    for (const auto& [k, v] : kwargs.items()) context.set(k, jinja::value_from_json(v));
+  std::vector<jinja::Value> tagged;
+  tagged.reserve(messages.size());
+  for (const auto& m : messages) tagged.push_back(tag_message(m, options.parse_string_arguments));
+  context.set("messages", jinja::Value::list(std::move(tagged)));
+  if (tools.is_array()) context.set("tools", jinja::value_from_json(tools, tag_of(Role::tools)));
+  else if (options.absent_as_none) context.set("tools", jinja::Value::none());
+
+  jinja::TaggedText out = template_->render(context, options.jinja);
+  RenderedPrompt prompt;
+  prompt.spans = spans_of(out);
+  prompt.text = out.text();
+  return prompt;
+}
+
+ChatTemplateSource load_chat_template_source(const std::filesystem::path& model_dir, bool want_tools) {
+  ChatTemplateSource src;
+  std::filesystem::path config_path = model_dir / "tokenizer_config.json";
+  json config = json::object();
+  if (std::filesystem::exists(config_path)) {
+    config = json::parse(read_file(config_path), nullptr, false);
+    if (config.is_discarded() || !config.is_object())
+      throw keel::Error(config_path.string() + " is not a valid JSON object");
+    src.bos_token = token_text(config, "bos_token");
+    src.eos_token = token_text(config, "eos_token");
+  }
+  std::filesystem::path jinja_path = model_dir / "chat_template.jinja";
+  if (std::filesystem::exists(jinja_path)) {
+    src.source = read_file(jinja_path);
+    return src;
+  }
+  if (!config.contains("chat_template"))
+    throw keel::Error("no chat template in " + model_dir.string() + " (neither chat_template.jinja nor chat_template in tokenizer_config.json)");
+  const json& t = config["chat_template"];
+  if (t.is_string()) {
+    src.source = t.get<std::string>();
+    return src;
+  }
+  if (t.is_array()) {
+    std::string fallback;
+    for (const auto& entry : t) {
+      if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") || !entry["template"].is_string()) continue;
+      std::string name = entry["name"].is_string() ? entry["name"].get<std::string>() : "";
+      if (name == (want_tools ? "tool_use" : "default")) {
+        src.source = entry["template"].get<std::string>();
+        return src;
+      }
+      if (name == "default") fallback = entry["template"].get<std::string>();
+    }
+    if (!fallback.empty()) {
+      src.source = fallback;
+      return src;
+    }
+  }
+  throw keel::Error("chat_template in " + config_path.string() + " is neither a string nor a list with a default template");
+}
+
+}  // namespace keel::chat

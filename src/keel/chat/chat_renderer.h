@@ -1,0 +1,75 @@
+#pragma once
+// Renders a conversation through the model's own chat template and labels every byte of the
+// result with its role.
+//
+// Roles come from provenance, not from parsing the output: before rendering, each value handed to
+// the template is tagged with the role it belongs to (a user message's content -> user, the tools
+// list -> tools, an assistant's tool_calls -> tool_call, ...). The interpreter carries tags through
+// string operations and records, for every byte it outputs, which tagged value it came from.
+// Whatever the template writes by itself is scaffolding. See docs/chat-templates.md.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "keel/chat/chat_roles.h"
+#include "keel/chat/jinja_evaluator.h"
+
+namespace keel::jinja {
+class Template;
+}
+
+namespace keel::chat {
+
+struct RenderedPrompt {
+  std::string text;
+  std::vector<RoleSpan> spans;  // sorted, contiguous, covering text
+};
+
+struct ChatRenderOptions {
+  // OpenAI clients send function.arguments as a JSON string; templates expect an object
+  // (`arguments | tojson`, `arguments.items()`). When set, a string that parses as a JSON object
+  // is replaced by that object (key order kept) before rendering.
+  bool parse_string_arguments = true;
+  // transformers passes `tools` and `documents` as None when the request has none. Off: leave them
+  // undefined, as the conformance fixtures' contexts do.
+  bool absent_as_none = true;
+  jinja::RenderOptions jinja;
+};
+
+class ChatTemplate {
+ public:
+  // Throws keel::Error when the template does not parse.
+  ChatTemplate(const std::string& source, std::string bos_token = "", std::string eos_token = "");
+  ~ChatTemplate();
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
+
+  // messages: OpenAI-format array. tools: array of {"type":"function","function":{...}}, or null
+  // for none (passed to the template as None, like transformers). kwargs: extra template variables
+  // (add_generation_prompt, enable_thinking, ...); bos_token and eos_token are supplied unless
+  // kwargs sets them. Throws keel::Error when the template raises.
+  RenderedPrompt render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                        const nlohmann::ordered_json& kwargs, const ChatRenderOptions& options = {}) const;
+
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+  std::string bos_token_;
+  std::string eos_token_;
+  std::unique_ptr<jinja::Template> template_;
+};
+
+// The chat template of a Hugging Face model folder: chat_template.jinja if present, else
+// tokenizer_config.json's chat_template (a string, or a list of named templates: "tool_use" when
+// `want_tools`, else "default"). bos/eos tokens come from tokenizer_config.json.
+struct ChatTemplateSource {
+  std::string source;
+  std::string bos_token;
+  std::string eos_token;
+};
+ChatTemplateSource load_chat_template_source(const std::filesystem::path& model_dir, bool want_tools = false);
+
+}  // namespace keel::chat
