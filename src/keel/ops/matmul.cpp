@@ -13,8 +13,6 @@ namespace {
 
 // Rows per task: enough work to amortise scheduling, small enough to balance two to 64 threads.
 constexpr int64_t kRowsPerTask = 16;
-// Tokens per pass in the multi-token path: keeps the activation block in L2.
-constexpr int64_t kTokensPerPass = 64;
 
 MlxRows mlx_rows(const Matrix& w) {
   return {reinterpret_cast<const uint32_t*>(w.data), w.scales.data(), w.biases.data(), w.bits(), w.group_size, w.cols};
@@ -114,8 +112,9 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
       for (int64_t r = r0; r < r1; ++r) decode_row(w, r, scratch.data() + (r - r0) * w.cols);
       rows = scratch.data();
     }
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokensPerPass) {
-      const int64_t nt = std::min(kTokensPerPass, n_tokens - t0);
+    // Token blocks outermost: four tokens' activations stay in L1 while the block's rows pass by.
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += 4) {
+      const int64_t nt = std::min<int64_t>(4, n_tokens - t0);
       for (int64_t r = r0; r < r1; r += 4) {
         const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
         gemm_rows_f32(rows + (r - r0) * w.cols, nr, x + t0 * w.cols, nt, w.cols, y + t0 * w.rows + r, w.rows);
