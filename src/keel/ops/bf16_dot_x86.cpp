@@ -67,6 +67,26 @@ KEEL_AVX512BF16 void tile<4, 4>(const uint16_t* const* w, const uint16_t* const*
     for (int t = 0; t < 4; ++t) y[t * y_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
+// Decode's tile: four rows against one token, accumulators in registers for the same reason.
+template <>
+KEEL_AVX512BF16 void tile<4, 1>(const uint16_t* const* w, const uint16_t* const* x, int64_t cols, float* y,
+                                int64_t /*y_stride*/) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  const uint16_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3], *x0 = x[0];
+  for (int64_t k = 0; k < cols; k += 32) {
+    const __mmask32 m = tail_mask(cols - k);
+    const __m512i v = _mm512_maskz_loadu_epi16(m, x0 + k);
+    a0 = dp(a0, _mm512_maskz_loadu_epi16(m, w0 + k), v);
+    a1 = dp(a1, _mm512_maskz_loadu_epi16(m, w1 + k), v);
+    a2 = dp(a2, _mm512_maskz_loadu_epi16(m, w2 + k), v);
+    a3 = dp(a3, _mm512_maskz_loadu_epi16(m, w3 + k), v);
+  }
+  y[0] = _mm512_reduce_add_ps(a0);
+  y[1] = _mm512_reduce_add_ps(a1);
+  y[2] = _mm512_reduce_add_ps(a2);
+  y[3] = _mm512_reduce_add_ps(a3);
+}
+
 // All rows of [r0, r1) against one block of NT tokens. The caller walks token blocks outermost,
 // so the block's activations stay in L1 while the task's rows (a few KiB each) are reused from L1
 // or L2 for every token block.
