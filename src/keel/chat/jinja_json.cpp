@@ -12,10 +12,11 @@
 namespace keel::jinja {
 namespace {
 
+// A UTF-16 code unit as \\uXXXX (lowercase hex, as Python's json.dumps writes it).
 void append_u_escape(std::string& out, uint32_t unit) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "\\u%04x", unit);
-  out += buf;
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += "\\u";
+  for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(unit >> shift) & 0xF];
 }
 
 std::string json_escape(const std::string& s, bool ensure_ascii) {
