@@ -9,6 +9,8 @@
 
 namespace keel::jinja {
 
+size_t DictData::size() const { return items_.size(); }
+
 const Value* DictData::find(std::string_view key) const {
   auto it = index_.find(std::string(key));
   if (it == index_.end() || non_string_keys_[it->second]) return nullptr;

@@ -40,7 +40,7 @@ class DictData {
   void set(const Value& key, Value value);
   Value key_at(size_t i, Tag tag) const;
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
+  size_t size() const;
   int depth() const { return depth_; }
 
  private:

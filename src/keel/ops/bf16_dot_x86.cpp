@@ -4,7 +4,9 @@
 // GCC 12's _mm512_reduce_add_ps trips a false -Wuninitialized inside its own header.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 namespace keel::ops {
