@@ -1,7 +1,7 @@
 // Per-format byte costs of one cached vector, and how the presets split tokens across formats.
 #include <gtest/gtest.h>
 
-#include "keel/plan/kv_format_cost.h"
+#include "keel/kv/kv_format_cost.h"
 #include "keel/plan/kv_policy.h"
 #include "keel/util/error.h"
 

@@ -6,7 +6,11 @@
 
 #include "commands.h"
 #include "keel/arch/transformer.h"
-#include "keel/kv/bf16_kv_cache.h"
+#include "bench_session.h"
+#include "keel/kv/kv_footprint.h"
+#include "keel/kv/kv_pool.h"
+#include "keel/kv/kv_sequence.h"
+#include "keel/plan/kv_policy.h"
 #include "keel/ops/machine_limits.h"
 #include "keel/util/error.h"
 #include "model_flags.h"
@@ -31,8 +35,17 @@ double matmul_flops_per_token(const ModelWeights& w) {
 
 int bench_command(const CommandArgs& argv) {
   std::set<std::string> flags = kModelFlags;
-  flags.insert({"prompt-tokens", "gen-tokens", "repeats"});
+  flags.insert({"prompt-tokens", "gen-tokens", "repeats", "kv-policy", "kv-context", "session", "system-tokens",
+                "answer-tokens"});
   Args args(argv, flags, {"no-limits"});
+  const kv::KvPolicy policy = kv::KvPolicy::parse(args.get_or("kv-policy", "full"));
+  if (args.has("session")) {
+    const long turns = args.get_int("session", 20);
+    if (turns < 1) throw Error("--session must be >= 1");
+    bench_session(args.require("model"), static_cast<int>(args.get_int("threads", 0)), static_cast<int>(turns),
+                  args.get_int("system-tokens", 6000), args.get_int("answer-tokens", 32), policy);
+    return 0;
+  }
   LoadedModel m = load_model_from_flags(args);
   const int64_t prompt_tokens = args.get_int("prompt-tokens", 256);
   const int64_t gen_tokens = args.get_int("gen-tokens", 64);
@@ -48,7 +61,14 @@ int bench_command(const CommandArgs& argv) {
   // Best of `repeats`: the first run also pays for page faults on the mapped weights.
   double best_prefill = 1e30, best_decode = 1e30;
   for (int r = 0; r < repeats; ++r) {
-    Bf16KvCache cache(w.spec, prompt_tokens + gen_tokens);
+    const int64_t capacity = prompt_tokens + gen_tokens;
+    const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(w.spec, kv::KvPolicy(), capacity) *
+                                             static_cast<double>(capacity)) + (8 << 20);
+    kv::KvPool pool(w.spec, budget, policy, true, capacity);
+    std::vector<chat::Role> roles(static_cast<size_t>(capacity), chat::Role::user);
+    auto seq = pool.open(prompt, std::span<const chat::Role>(roles).first(prompt.size()));
+    kv::KvSequence& cache = *seq;
+    cache.append_tokens(prompt, std::span<const chat::Role>(roles).first(prompt.size()));
     const int64_t last = prompt_tokens - 1;
     auto t0 = std::chrono::steady_clock::now();
     model.forward(prompt, cache, std::span<const int64_t>(&last, 1), logits.data());
@@ -57,6 +77,7 @@ int bench_command(const CommandArgs& argv) {
     t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < gen_tokens; ++i) {
       int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      cache.append_tokens(std::span<const int32_t>(&next, 1), std::span<const chat::Role>(roles).first(1));
       model.forward(std::span<const int32_t>(&next, 1), cache, std::span<const int64_t>(&row, 1), logits.data());
     }
     best_decode = std::min(best_decode, elapsed(t0));
@@ -69,10 +90,19 @@ int bench_command(const CommandArgs& argv) {
   std::printf("model            %s (%s weights, %.1f MB streamed per decoded token)\n", w.dir.string().c_str(),
               weight_format_name(w.format()), bytes_per_token / 1e6);
   std::printf("threads          %d\n", m.pool->size());
+  std::printf("KV policy        %s\n", policy.describe().c_str());
   std::printf("prefill          %lld tokens: %.1f tok/s (%.2f GFLOP/s in matmuls)\n", static_cast<long long>(prompt_tokens),
               prefill_tps, prefill_tps * flops_per_token / 1e9);
   std::printf("decode           %lld tokens: %.2f tok/s (%.2f GB/s of weights)\n", static_cast<long long>(gen_tokens),
               decode_tps, decode_tps * bytes_per_token / 1e9);
+  // What each preset stores per token of a long context (all tokens user text: protect keeps only
+  // its sinks and recent window at bf16 then; system prompt and tools would add bf16 tokens).
+  const int64_t kv_context = args.get_int("kv-context", 32768);
+  std::printf("KV bytes/token   at %lld tokens:", static_cast<long long>(kv_context));
+  for (plan::KvPolicy preset : plan::kPresetsByPrecision)
+    std::printf(" %s %.0f", std::string(plan::kv_policy_name(preset)).c_str(),
+                kv::kv_bytes_per_token(w.spec, kv::KvPolicy::preset(preset), kv_context));
+  std::printf("\n");
   if (!args.has("no-limits")) {
     const auto limits = ops::measure_machine_limits(*m.pool);
     const double decode_limit = limits.read_bandwidth_bytes_per_s / bytes_per_token;

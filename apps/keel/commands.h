@@ -14,5 +14,6 @@ int synth_command(const CommandArgs& args);  // keel synth
 int plan_command(const CommandArgs& args);   // keel plan
 int tokenize_command(const CommandArgs& args);  // keel tokenize
 int render_command(const CommandArgs& args);  // keel render
+int serve_command(const CommandArgs& args);   // keel serve
 
 }  // namespace keel::cli

@@ -16,6 +16,8 @@ struct Subcommand {
 };
 
 const Subcommand kSubcommands[] = {
+    {"serve", "serve the Anthropic and OpenAI APIs: keel serve --model DIR [--alias NAME]... [--port 4000]",
+     keel::cli::serve_command},
     {"run", "generate from a prompt: keel run --model DIR --prompt TEXT | --tokens IDS", keel::cli::run_command},
     {"bench", "measure prefill and decode speed: keel bench --model DIR", keel::cli::bench_command},
     {"synth", "write a random-weight model of a real shape: keel synth --config FILE --dtype bf16|mlx4|mlx8 --out DIR",

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "keel/plan/attention_layout.h"
-#include "keel/plan/kv_format_cost.h"
+#include "keel/kv/kv_format_cost.h"
 #include "keel/plan/kv_policy.h"
 
 namespace keel::plan {

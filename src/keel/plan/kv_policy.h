@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "keel/plan/kv_format_cost.h"
+#include "keel/kv/kv_format_cost.h"
 
 namespace keel::plan {
 

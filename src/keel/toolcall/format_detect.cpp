@@ -1,5 +1,7 @@
 #include "keel/toolcall/format_detect.h"
 
+#include "keel/util/error.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -198,6 +200,19 @@ ToolCallFormatInfo detect_tool_call_format(std::string_view text) {
   // The template handles assistant tool calls but writes them in no form listed above.
   if (text.find("tool_calls") != std::string_view::npos) return tool_call_format_info(ToolCallFormat::Unrecognized);
   return tool_call_format_info(ToolCallFormat::None);
+}
+
+ToolCallFormat parsed_tool_call_format_from_name(std::string_view name) {
+  constexpr ToolCallFormat kParsed[] = {ToolCallFormat::Hermes,   ToolCallFormat::Qwen3CoderXml, ToolCallFormat::Mistral,
+                                        ToolCallFormat::Llama3Json, ToolCallFormat::DeepSeek,    ToolCallFormat::Harmony,
+                                        ToolCallFormat::Gemma4};
+  std::string valid;
+  for (ToolCallFormat f : kParsed) {
+    const ToolCallFormatInfo info = tool_call_format_info(f);
+    if (info.name == name) return f;
+    valid += (valid.empty() ? "" : ", ") + std::string(info.name);
+  }
+  throw Error("unknown tool-call format '" + std::string(name) + "' (valid: " + valid + ")");
 }
 
 std::string describe_tool_call_format(const ToolCallFormatInfo& info) {

@@ -48,6 +48,9 @@ struct ToolCallFormatInfo {
 
 ToolCallFormatInfo detect_tool_call_format(std::string_view template_text);
 ToolCallFormatInfo tool_call_format_info(ToolCallFormat format);
+// A format keel parses, by its name ("hermes", "qwen3-coder-xml", ...), for --tool-call-format.
+// Throws keel::Error listing the valid names.
+ToolCallFormat parsed_tool_call_format_from_name(std::string_view name);
 // "hermes: <tool_call> JSON (keel parses it)" / "none: no structured tool calls from this model".
 std::string describe_tool_call_format(const ToolCallFormatInfo& info);
 

@@ -1,0 +1,13 @@
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "keel/kv/kv_policy.h"
+
+namespace keel::cli {
+
+// Runs and prints the multi-turn session benchmark (see bench_session.cpp).
+void bench_session(const std::string& model_dir, int threads, int turns, int64_t system_tokens, int64_t answer_tokens,
+                   const kv::KvPolicy& policy);
+
+}  // namespace keel::cli

@@ -1,0 +1,218 @@
+// keel serve: the Anthropic Messages and OpenAI Chat Completions APIs over one local model.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <pthread.h>
+#include <thread>
+
+#include "args.h"
+#include "commands.h"
+#include "keel/api/model_registry.h"
+#include "keel/api/server.h"
+#include "keel/engine/served_model.h"
+#include "keel/engine/session_cache.h"
+#include "keel/kv/kv_footprint.h"
+#include "keel/kv/kv_policy.h"
+#include "keel/model/model_spec.h"
+#include "keel/ops/simd_kernels.h"
+#include "keel/plan/number_format.h"
+#include "keel/plan/planner.h"
+#include "keel/util/error.h"
+
+namespace keel::cli {
+namespace {
+
+// Flags may also come from the environment (KEEL_PORT=4000 ...), flags winning.
+std::optional<std::string> flag_or_env(const Args& args, const std::string& flag) {
+  if (auto v = args.get(flag)) return v;
+  std::string env = "KEEL_";
+  for (char c : flag) env += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (const char* v = std::getenv(env.c_str()); v && *v) return std::string(v);
+  return std::nullopt;
+}
+
+long int_flag(const Args& args, const std::string& flag, long fallback, long min) {
+  auto v = flag_or_env(args, flag);
+  if (!v) return fallback;
+  size_t used = 0;
+  long n = 0;
+  try {
+    n = std::stol(*v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v->size() || n < min)
+    throw Error("--" + flag + ": '" + *v + "' is not a whole number >= " + std::to_string(min));
+  return n;
+}
+
+// The KV context serve reserves when --context is not given: the model's own limit, capped so a
+// long-context model does not claim all memory for tokens a local session rarely reaches.
+constexpr int64_t kDefaultContextCap = 32768;
+
+double gib_flag(const Args& args, const std::string& flag) {
+  const std::string v = *flag_or_env(args, flag);
+  size_t used = 0;
+  double gib = 0;
+  try {
+    gib = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size() || !(gib > 0)) throw Error("--" + flag + ": '" + v + "' is not a positive number of GiB");
+  return gib;
+}
+
+// What serve runs with: the plan (the same one `keel plan` prints), the KV policy and the pool's
+// budget in bytes.
+struct ServingPlan {
+  plan::Plan plan;
+  kv::KvPolicy policy;
+  int64_t kv_budget = 0;
+  std::string policy_origin;
+};
+
+bool is_preset_name(const std::string& text) {
+  for (plan::KvPolicy p : {plan::KvPolicy::Auto, plan::KvPolicy::Full, plan::KvPolicy::Int8, plan::KvPolicy::Int4,
+                           plan::KvPolicy::Protect})
+    if (plan::kv_policy_name(p) == text) return true;
+  return false;
+}
+
+// Refuses, before anything is loaded, a model and context that cannot fit (the error carries the
+// plan). `auto` takes the most precise preset that fits; an explicit spec must fit by itself.
+ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
+  plan::PlanRequest request;
+  request.model = model_dir;
+  if (flag_or_env(args, "context")) request.context = int_flag(args, "context", 0, 1);
+  if (flag_or_env(args, "memory")) request.memory_gib = gib_flag(args, "memory");
+  const std::string policy_text = flag_or_env(args, "kv-policy").value_or("auto");
+  const bool preset = is_preset_name(policy_text);
+  request.policy = preset ? plan::parse_kv_policy(policy_text) : plan::KvPolicy::Full;
+  kv::KvPolicy explicit_policy = preset ? kv::KvPolicy() : kv::KvPolicy::parse(policy_text);
+
+  plan::Plan p = plan::plan_model(request);
+  if (!request.context && p.max_context && *p.max_context > kDefaultContextCap) {
+    request.context = kDefaultContextCap;
+    p = plan::plan_model(request);
+  }
+  const ModelSpec spec = read_model_spec(p.config_path);
+  const auto full_bytes = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), p.context) *
+                                               static_cast<double>(p.context));
+  ServingPlan out{p, kv::KvPolicy(), 0, ""};
+  if (preset) {
+    plan::require_fit(p);
+    out.policy = kv::KvPolicy::preset(*p.chosen);
+    out.policy_origin = request.policy == plan::KvPolicy::Auto
+                            ? "auto: the most precise preset that fits is " + std::string(plan::kv_policy_name(*p.chosen))
+                            : "--kv-policy " + policy_text;
+  } else {
+    if (!p.weights.bytes) throw Error("cannot check the fit, the weight bytes are unknown: " + p.weights.bytes_source);
+    out.policy = explicit_policy;
+    out.policy_origin = "--kv-policy " + policy_text;
+  }
+  // The pool gets what is left under the ceiling, up to what a full-precision context needs (more
+  // room than one context keeps other conversations' prefixes cached), and at least the policy's
+  // own need for one context.
+  const auto left = static_cast<int64_t>(plan::kv_budget_bytes(p).value_or(0));
+  const auto need = static_cast<int64_t>(kv::kv_bytes_per_token(spec, out.policy, p.context) *
+                                         static_cast<double>(p.context));
+  if (need > left)
+    throw Error("the KV cache for " + std::to_string(p.context) + " tokens under " + out.policy.describe() + " needs " +
+                plan::format_size(static_cast<uint64_t>(need)) + " but only " +
+                plan::format_size(static_cast<uint64_t>(std::max<int64_t>(left, 0))) +
+                " is left under the memory ceiling after the weights and scratch (" + p.ceiling.source +
+                "); lower --context or choose a smaller --kv-policy");
+  out.kv_budget = flag_or_env(args, "kv-memory") ? static_cast<int64_t>(gib_flag(args, "kv-memory") * (1ull << 30))
+                                                  : std::max(need, std::min(full_bytes, left));
+  return out;
+}
+
+void wait_for_shutdown_signal(api::Server& server) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "keel serve: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+  server.stop();
+}
+
+}  // namespace
+
+int serve_command(const CommandArgs& argv) {
+  Args args(argv, {"model", "alias", "host", "port", "api-key", "threads", "context", "kv-policy", "kv-memory",
+                   "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb"});
+  if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
+  const auto model_dir = flag_or_env(args, "model");
+  if (!model_dir) throw Error("--model DIR is required (or KEEL_MODEL)");
+
+  // Refuse before loading anything what cannot fit (the plan says why).
+  const ServingPlan serving = plan_serving(args, *model_dir);
+  const plan::Plan& plan = serving.plan;
+  const std::string rotate = flag_or_env(args, "kv-rotate").value_or("on");
+  if (rotate != "on" && rotate != "off") throw Error("--kv-rotate: '" + rotate + "' is neither on nor off");
+
+  ServedModelOptions model_options;
+  model_options.dir = *model_dir;
+  model_options.threads = static_cast<int>(int_flag(args, "threads", 0, 0));
+  if (auto f = flag_or_env(args, "tool-call-format")) model_options.tool_call_format = toolcall::parsed_tool_call_format_from_name(*f);
+  ServedModel model(model_options);
+  SessionCache session(model.weights().spec, serving.kv_budget, serving.policy, rotate == "on", plan.context);
+
+  api::ServerOptions options;
+  options.host = flag_or_env(args, "host").value_or("127.0.0.1");
+  options.port = static_cast<int>(int_flag(args, "port", 4000, 0));
+  options.api_key = flag_or_env(args, "api-key").value_or("");
+  options.aliases = args.get_all("alias");
+  if (options.aliases.empty())
+    if (auto a = flag_or_env(args, "alias")) options.aliases.push_back(*a);
+  options.tool_retries = static_cast<int>(int_flag(args, "tool-retries", 2, 0));
+  options.queue_depth = static_cast<size_t>(int_flag(args, "queue-depth", 64, 1));
+  options.max_body_bytes = static_cast<size_t>(int_flag(args, "max-body-mb", 32, 1)) << 20;
+
+  const ModelSpec& spec = model.weights().spec;
+  std::fprintf(stderr, "keel serve: model %s (%s, %lld layers, %s weights), %d threads, simd %s\n",
+               model.dir().string().c_str(), spec.model_type.c_str(), static_cast<long long>(spec.num_layers),
+               weight_format_name(model.weights().format()), model.threads(), ops::simd_target_name());
+  std::fprintf(stderr, "keel serve: tool-call format: %s (%s)\n", std::string(model.tool_call_format().name).c_str(),
+               model.tool_call_format_origin().c_str());
+  std::fprintf(stderr, "keel serve: reasoning: %s\n", toolcall::describe_reasoning_control(model.reasoning()).c_str());
+  std::fprintf(stderr, "keel serve: KV policy: %s (%s), rotation %s\n", serving.policy.describe().c_str(),
+               serving.policy_origin.c_str(), rotate.c_str());
+  std::fprintf(stderr, "keel serve: memory: weights %s + KV pool %s (context %lld tokens) + scratch %s, ceiling %s (%s)\n",
+               plan::format_size(plan.weights.bytes.value_or(0)).c_str(),
+               plan::format_size(static_cast<uint64_t>(serving.kv_budget)).c_str(), static_cast<long long>(plan.context),
+               plan::format_size(plan.scratch.total()).c_str(), plan::format_size(plan.ceiling.bytes).c_str(),
+               plan.ceiling.source.c_str());
+
+  // Signals go to the thread that waits for them, never to an HTTP or engine thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  api::Server server(model, session, options);
+  const int port = server.bind();
+  std::string names;
+  for (const auto& name : api::ModelRegistry(model.folder_name(), options.aliases).names())
+    names += (names.empty() ? "" : ", ") + ('"' + name + '"');
+  std::fprintf(stderr, "keel serve: answers to %s\n", names.c_str());
+  for (const auto& a : options.aliases)
+    if (a == "*")
+      std::fprintf(stderr, "keel serve: --alias '*': every model name a client sends is answered by %s\n",
+                   model.dir().string().c_str());
+  if (!options.api_key.empty()) std::fprintf(stderr, "keel serve: API key required (x-api-key or Authorization: Bearer)\n");
+  std::fprintf(stderr, "keel serve: listening on http://%s:%d\n", options.host.c_str(), port);
+  std::fflush(stderr);
+
+  std::thread signal_waiter([&server] { wait_for_shutdown_signal(server); });
+  signal_waiter.detach();
+  server.run();
+  return 0;
+}
+
+}  // namespace keel::cli

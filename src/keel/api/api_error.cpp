@@ -1,0 +1,56 @@
+#include "keel/api/api_error.h"
+
+#include <utility>
+
+#include "keel/api/json_text.h"
+
+namespace keel::api {
+
+ApiError::ApiError(int status_code, std::string error_type, std::string message)
+    : keel::Error(message), status(status_code), type(std::move(error_type)) {}
+
+ApiError invalid_request(std::string message) { return {400, "invalid_request_error", std::move(message)}; }
+ApiError authentication_failed(std::string message) { return {401, "authentication_error", std::move(message)}; }
+ApiError not_found(std::string message) { return {404, "not_found_error", std::move(message)}; }
+ApiError request_too_large(std::string message) { return {413, "request_too_large", std::move(message)}; }
+ApiError overloaded(std::string message) { return {529, "overloaded_error", std::move(message)}; }
+ApiError internal_error(std::string message) { return {500, "api_error", std::move(message)}; }
+
+namespace {
+
+const char* openai_type(int status) {
+  if (status == 429) return "rate_limit_error";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+nlohmann::ordered_json openai_code(int status) {
+  if (status == 401) return "invalid_api_key";
+  if (status == 429) return "rate_limit_exceeded";
+  return nullptr;
+}
+
+}  // namespace
+
+std::string error_body(Protocol protocol, const ApiError& error) {
+  nlohmann::ordered_json body;
+  if (protocol == Protocol::Anthropic) {
+    body["type"] = "error";
+    body["error"]["type"] = error.type;
+    body["error"]["message"] = error.what();
+  } else {
+    auto& e = body["error"];
+    e["message"] = error.what();
+    e["type"] = openai_type(error_status(protocol, error));
+    e["param"] = nullptr;
+    e["code"] = openai_code(error.status);
+  }
+  return to_json_text(body);
+}
+
+int error_status(Protocol protocol, const ApiError& error) {
+  if (protocol == Protocol::OpenAI && error.status == 529) return 503;
+  return error.status;
+}
+
+}  // namespace keel::api

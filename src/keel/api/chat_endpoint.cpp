@@ -1,0 +1,364 @@
+// The chat routes: parse the request, render and tokenize it on the HTTP thread, queue the turn to
+// the engine thread, and answer with a JSON body or an SSE stream fed by the turn's events.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+
+#include "keel/api/chat_result.h"
+#include "keel/api/server_state.h"
+#include "keel/api/sse_writer.h"
+#include "keel/engine/chat_turn.h"
+#include "keel/engine/served_model.h"
+#include "keel/util/error.h"
+
+namespace keel::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One queued turn, shared by the HTTP thread that answers it and the engine thread that runs it.
+struct Job {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<TurnEvent> events;
+  std::optional<int64_t> reused_tokens;  // known once the engine has started the turn
+  bool finished = false;
+  TurnResult result;
+  std::optional<ApiError> error;
+  std::atomic<bool> cancelled{false};
+};
+
+ChatRequest parse_request(Protocol protocol, const std::string& body, const RequestLimits& limits) {
+  return protocol == Protocol::Anthropic ? parse_anthropic_request(body, limits) : parse_openai_request(body, limits);
+}
+
+PreparedPrompt prepare_prompt(const ServedModel& model, const ChatRequest& r) {
+  try {
+    return model.prepare(r.messages, r.tools, r.thinking, r.assistant_prefill);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    // The template raised (roles out of order, a feature it does not support) or the tokenizer
+    // refused the text: the request is what is wrong.
+    throw invalid_request(std::string("the model's chat template cannot render this conversation: ") + e.what());
+  }
+}
+
+ToolUse tool_use_of(ToolChoiceMode mode) {
+  switch (mode) {
+    case ToolChoiceMode::Auto: return ToolUse::Auto;
+    case ToolChoiceMode::Any: return ToolUse::Required;
+    case ToolChoiceMode::Tool: return ToolUse::Named;
+    case ToolChoiceMode::None: return ToolUse::Disabled;
+  }
+  return ToolUse::Auto;
+}
+
+TurnOptions turn_options(const ChatRequest& r, const ServerState& s) {
+  TurnOptions o;
+  o.max_tokens = r.max_tokens;
+  o.sampling.temperature = r.temperature;
+  o.sampling.top_p = r.top_p;
+  o.sampling.top_k = r.top_k;
+  o.sampling.seed = r.seed ? *r.seed : std::random_device{}();
+  o.stop_sequences = r.stop_sequences;
+  o.tools = r.tools;
+  o.tool_use = tool_use_of(r.tool_choice);
+  o.tool_name = r.tool_choice_name;
+  o.parallel_tool_calls = r.parallel_tool_calls;
+  o.tool_retries = s.options.tool_retries;
+  o.reasoning = s.model.reasoning().kind != toolcall::ReasoningKind::None;
+  return o;
+}
+
+FinishReason finish_reason_of(TurnFinish finish) {
+  switch (finish) {
+    case TurnFinish::MaxTokens:
+    case TurnFinish::ContextFull: return FinishReason::MaxTokens;
+    case TurnFinish::StopSequence: return FinishReason::StopSequence;
+    case TurnFinish::ToolUse: return FinishReason::ToolUse;
+    case TurnFinish::EndTurn:
+    case TurnFinish::Cancelled: return FinishReason::EndTurn;
+  }
+  return FinishReason::EndTurn;
+}
+
+Usage usage_of(const TurnStats& st) {
+  Usage u;
+  u.cache_read_input_tokens = st.reused_tokens;
+  u.input_tokens = st.prompt_tokens - st.reused_tokens;
+  u.output_tokens = st.output_tokens;
+  return u;
+}
+
+// The engine-thread half: run the turn, hand each event to the waiting HTTP thread.
+std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::shared_ptr<const PreparedPrompt> prompt,
+                                  TurnOptions options, std::string label) {
+  return [&s, job, prompt, options = std::move(options), label = std::move(label)]() mutable {
+    const auto start = Clock::now();
+    options.cancelled = &job->cancelled;
+    options.on_reuse = [&job](int64_t reused) {
+      std::lock_guard lock(job->mutex);
+      job->reused_tokens = reused;
+      job->changed.notify_all();
+    };
+    auto emit = [&](TurnEvent&& e) {
+      std::lock_guard lock(job->mutex);
+      job->events.push_back(std::move(e));
+      job->changed.notify_all();
+    };
+    TurnResult result;
+    std::optional<ApiError> error;
+    try {
+      if (!job->cancelled) result = run_turn(s.model, s.session, *prompt, options, emit);
+      else result.finish = TurnFinish::Cancelled;
+    } catch (const std::exception& e) {
+      error = internal_error(std::string("generation failed: ") + e.what());
+    }
+    s.kv_tokens = s.session.size();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto& st = result.stats;
+    s.metrics.count_turn({st.prompt_tokens, st.reused_tokens, st.output_tokens, st.valid_calls, st.invalid_calls,
+                          st.retries, st.first_token_seconds, seconds});
+    std::fprintf(stderr, "keel serve: %s -> %s: %lld prompt tokens (%lld cached), %lld out, %lld calls%s, %.2f s%s%s\n",
+                 label.c_str(), s.model.dir().string().c_str(), static_cast<long long>(st.prompt_tokens),
+                 static_cast<long long>(st.reused_tokens), static_cast<long long>(st.output_tokens),
+                 static_cast<long long>(st.valid_calls),
+                 st.invalid_calls ? (", " + std::to_string(st.invalid_calls) + " invalid").c_str() : "", seconds,
+                 result.finish == TurnFinish::Cancelled ? ", cancelled (client gone)" : "",
+                 error ? (", error: " + std::string(error->what())).c_str() : "");
+    std::lock_guard lock(job->mutex);
+    job->result = std::move(result);
+    job->error = std::move(error);
+    job->finished = true;
+    job->changed.notify_all();
+  };
+}
+
+// Non-streaming answers collect the events into content blocks.
+void append_block(std::vector<OutputBlock>& blocks, TurnEvent&& e, Protocol protocol) {
+  using Kind = OutputBlock::Kind;
+  switch (e.kind) {
+    case TurnEvent::Kind::Text:
+    case TurnEvent::Kind::Reasoning: {
+      const Kind kind = e.kind == TurnEvent::Kind::Text ? Kind::Text : Kind::Thinking;
+      if (!blocks.empty() && blocks.back().kind == kind) {
+        blocks.back().text += e.text;
+      } else {
+        blocks.push_back(OutputBlock{kind, std::move(e.text), {}, {}, {}});
+      }
+      break;
+    }
+    case TurnEvent::Kind::ToolCall:
+      blocks.push_back(OutputBlock{Kind::ToolUse, {}, new_tool_call_id(protocol), std::move(e.name), std::move(e.arguments)});
+      break;
+  }
+}
+
+// Anthropic answers carry no whitespace-only text block in front of a tool call; trim what the
+// model wrote around its calls the way the reference servers do.
+void tidy_blocks(std::vector<OutputBlock>& blocks) {
+  std::vector<OutputBlock> kept;
+  for (auto& b : blocks) {
+    if (b.kind != OutputBlock::Kind::ToolUse && b.text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+    kept.push_back(std::move(b));
+  }
+  blocks = std::move(kept);
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const std::shared_ptr<Job>& job,
+                  httplib::Response& res) {
+  ChatResult out;
+  out.id = new_message_id(protocol);
+  out.model = r.model;
+  {
+    std::unique_lock lock(job->mutex);
+    while (true) {
+      job->changed.wait(lock, [&] { return job->finished || !job->events.empty(); });
+      while (!job->events.empty()) {
+        append_block(out.blocks, std::move(job->events.front()), protocol);
+        job->events.pop_front();
+      }
+      if (job->finished) break;
+    }
+    if (job->error) throw *job->error;
+    out.finish = finish_reason_of(job->result.finish);
+    out.stop_sequence = job->result.stop_sequence;
+    out.usage = usage_of(job->result.stats);
+  }
+  tidy_blocks(out.blocks);
+  res.status = 200;
+  res.set_content(protocol == Protocol::Anthropic ? anthropic_response_body(out) : openai_response_body(out, unix_now()),
+                  "application/json");
+  s.metrics.count_response(protocol == Protocol::Anthropic ? "/v1/messages" : "/v1/chat/completions", 200);
+}
+
+// The streaming side: one provider call per wake-up; pings keep the connection alive while the
+// request waits in the queue or the model is inside a tool call. A failed write means the client
+// is gone: the job is cancelled and the engine stops at its next step.
+struct StreamState {
+  std::shared_ptr<Job> job;
+  std::unique_ptr<StreamWriter> writer;
+  std::string id, model;
+  Usage usage_at_start;
+  Protocol protocol;
+  bool started = false;
+  bool text_open = false;  // a text block has non-whitespace content (leading blank text is held)
+  std::string held_blank;  // whitespace-only text not yet sent
+  std::chrono::milliseconds ping_interval;
+};
+
+bool write_or_cancel(StreamState& st, httplib::DataSink& sink, const std::string& data) {
+  if (data.empty()) return true;
+  if (sink.write(data.data(), data.size())) return true;
+  st.job->cancelled = true;
+  return false;
+}
+
+std::string stream_event(StreamState& st, TurnEvent&& e) {
+  switch (e.kind) {
+    case TurnEvent::Kind::Text: {
+      // Whitespace before a tool call or at the very start would open an empty-looking block.
+      if (!st.text_open && e.text.find_first_not_of(" \t\r\n") == std::string::npos) {
+        st.held_blank += e.text;
+        return {};
+      }
+      std::string out = st.writer->text(st.held_blank + e.text);
+      st.held_blank.clear();
+      st.text_open = true;
+      return out;
+    }
+    case TurnEvent::Kind::Reasoning:
+      st.text_open = false;
+      st.held_blank.clear();
+      return st.writer->thinking(e.text);
+    case TurnEvent::Kind::ToolCall:
+      st.text_open = false;
+      st.held_blank.clear();
+      return st.writer->tool_use(new_tool_call_id(st.protocol), e.name, e.arguments);
+  }
+  return {};
+}
+
+// message_start carries the usage known so far: the split between cached and prefilled prompt
+// tokens once the engine has started the turn; if the request is still queued after one ping
+// interval, the whole prompt as input (message_delta has the final numbers either way).
+void start_stream(StreamState& st, httplib::DataSink& sink) {
+  Usage usage = st.usage_at_start;
+  {
+    std::unique_lock lock(st.job->mutex);
+    st.job->changed.wait_for(lock, st.ping_interval, [&] { return st.job->finished || st.job->reused_tokens; });
+    if (st.job->reused_tokens) {
+      usage.cache_read_input_tokens = *st.job->reused_tokens;
+      usage.input_tokens -= *st.job->reused_tokens;
+    }
+  }
+  write_or_cancel(st, sink, st.writer->start(st.id, st.model, usage));
+}
+
+bool stream_step(StreamState& st, httplib::DataSink& sink) {
+  if (!st.started) {
+    st.started = true;
+    start_stream(st, sink);
+    if (st.job->cancelled) return false;
+  }
+  std::deque<TurnEvent> events;
+  std::optional<int64_t> reused_tokens;  // known once the engine has started the turn
+  bool finished = false;
+  TurnResult result;
+  std::optional<ApiError> error;
+  {
+    std::unique_lock lock(st.job->mutex);
+    st.job->changed.wait_for(lock, st.ping_interval, [&] { return st.job->finished || !st.job->events.empty(); });
+    events.swap(st.job->events);
+    finished = st.job->finished;
+    if (finished) {
+      result = st.job->result;
+      error = st.job->error;
+    }
+  }
+  if (events.empty() && !finished) return write_or_cancel(st, sink, st.writer->ping());
+  std::string out;
+  for (auto& e : events) out += stream_event(st, std::move(e));
+  if (finished) {
+    out += error ? st.writer->error(*error)
+                 : st.writer->finish(finish_reason_of(result.finish), result.stop_sequence, usage_of(result.stats));
+  }
+  if (!write_or_cancel(st, sink, out)) return false;
+  if (finished) sink.done();
+  return true;
+}
+
+}  // namespace
+
+void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req, httplib::Response& res) {
+  const char* route = protocol == Protocol::Anthropic ? "/v1/messages" : "/v1/chat/completions";
+  try {
+    ChatRequest r = parse_request(protocol, req.body, s.options.limits);
+    s.registry.require(r.model);
+    auto prompt = std::make_shared<const PreparedPrompt>(prepare_prompt(s.model, r));
+    auto job = std::make_shared<Job>();
+    const std::string label = std::string("POST ") + route + " model \"" + r.model + "\"" + (r.stream ? " stream" : "");
+    if (!s.queue.submit(engine_job(s, job, prompt, turn_options(r, s), label)))
+      throw overloaded("the server is busy: " + std::to_string(s.queue.max_waiting()) +
+                       " requests are already waiting; retry shortly");
+    if (!r.stream) return answer_whole(s, protocol, r, job, res);
+
+    auto st = std::make_shared<StreamState>();
+    st->job = job;
+    st->writer = make_stream_writer(protocol, r.include_usage, unix_now());
+    st->id = new_message_id(protocol);
+    st->model = r.model;
+    st->usage_at_start.input_tokens = static_cast<int64_t>(prompt->ids.size());
+    st->protocol = protocol;
+    st->ping_interval = s.options.ping_interval;
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [st](size_t, httplib::DataSink& sink) { return stream_step(*st, sink); },
+        [job](bool success) {
+          if (!success) job->cancelled = true;
+        });
+    s.metrics.count_response(route, 200);
+  } catch (const ApiError& e) {
+    send_error(res, protocol, e);
+    s.metrics.count_response(route, res.status);
+  } catch (const std::exception& e) {
+    send_error(res, protocol, internal_error(e.what()));
+    s.metrics.count_response(route, res.status);
+  }
+}
+
+void handle_count_tokens(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  try {
+    // count_tokens takes a Messages request without max_tokens.
+    std::string body = req.body;
+    auto doc = nlohmann::ordered_json::parse(body, nullptr, false);
+    if (doc.is_object() && !doc.contains("max_tokens")) {
+      doc["max_tokens"] = 1;
+      body = doc.dump();
+    }
+    ChatRequest r = parse_anthropic_request(body, s.options.limits);
+    s.registry.require(r.model);
+    PreparedPrompt prompt = prepare_prompt(s.model, r);
+    res.set_content(nlohmann::ordered_json{{"input_tokens", prompt.ids.size()}}.dump(), "application/json");
+    s.metrics.count_response("/v1/messages/count_tokens", 200);
+  } catch (const ApiError& e) {
+    send_error(res, Protocol::Anthropic, e);
+    s.metrics.count_response("/v1/messages/count_tokens", res.status);
+  } catch (const std::exception& e) {
+    send_error(res, Protocol::Anthropic, internal_error(e.what()));
+    s.metrics.count_response("/v1/messages/count_tokens", res.status);
+  }
+}
+
+}  // namespace keel::api

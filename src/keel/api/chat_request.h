@@ -1,0 +1,75 @@
+#pragma once
+// One internal request, whichever API it arrived through. The protocol layers (anthropic_request,
+// openai_request) turn a request body into this; the server renders `messages` + `tools` through the
+// model's own chat template and hands the sampling fields to the engine.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "keel/api/api_error.h"
+
+namespace keel::api {
+
+// Requests beyond these are answered 400 before any work is done. max_tokens above the cap is
+// clamped to it (a cap, not a rejection: Claude Code asks for 32000-64000 tokens as a matter of
+// course) unless reject_max_tokens_over_cap is set.
+struct RequestLimits {
+  size_t max_messages = 2048;
+  size_t max_tools = 256;
+  int64_t max_tokens_cap = 32768;
+  int max_json_depth = 64;
+  bool reject_max_tokens_over_cap = false;
+};
+
+// OpenAI: "auto" / "required" / {"type":"function","function":{"name":...}} / "none".
+enum class ToolChoiceMode { Auto, Any, Tool, None };
+
+// OpenAI requests without max_completion_tokens or max_tokens get this many (then the cap applies).
+inline constexpr int64_t kDefaultOpenAIMaxTokens = 4096;
+
+struct ChatRequest {
+  Protocol protocol = Protocol::Anthropic;
+  std::string model;
+  // OpenAI-format messages, exactly what the chat template gets: {"role":"system"|"user"|
+  // "assistant"|"tool", "content": string, ...}; assistants may carry "reasoning_content" and
+  // "tool_calls" [{"id","type":"function","function":{"name","arguments"}}]; tool messages carry
+  // "tool_call_id" (and "name" when the call it answers names a tool). Every client object (tool
+  // schemas, tool-call arguments) keeps the key order it was sent with.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  // [{"type":"function","function":{"name","description","parameters"}}], or null when none.
+  nlohmann::ordered_json tools = nullptr;
+  ToolChoiceMode tool_choice = ToolChoiceMode::Auto;
+  std::string tool_choice_name;  // set for ToolChoiceMode::Tool
+  bool parallel_tool_calls = true;
+  // Anthropic: required. OpenAI: max_completion_tokens, else max_tokens, else
+  // kDefaultOpenAIMaxTokens. Always in [1, RequestLimits::max_tokens_cap].
+  int64_t max_tokens = kDefaultOpenAIMaxTokens;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;  // 0: no top-k cut
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop_sequences;  // Anthropic stop_sequences / OpenAI stop (string or array)
+  bool stream = false;
+  bool include_usage = false;  // OpenAI stream_options.include_usage
+  // Anthropic thinking.type "enabled" (or "adaptive") / OpenAI reasoning_effort other than "none":
+  // the template's enable_thinking.
+  bool thinking = false;
+  // The last message is the assistant's: the client prefills the start of the answer (Anthropic
+  // allows this). The renderer should continue that message instead of opening a new turn.
+  bool assistant_prefill = false;
+};
+
+// Both throw ApiError (400 invalid_request_error naming the field, e.g.
+// "messages.3.content.0.type: unknown content block type \"foo\"") for anything malformed.
+ChatRequest parse_anthropic_request(std::string_view body, const RequestLimits& limits);
+ChatRequest parse_openai_request(std::string_view body, const RequestLimits& limits);
+// POST /v1/messages/count_tokens: the same body without max_tokens (optional there; when absent
+// the result's max_tokens is 1). Same conversion, so the count equals the request's input_tokens.
+ChatRequest parse_anthropic_count_tokens_request(std::string_view body, const RequestLimits& limits);
+
+}  // namespace keel::api

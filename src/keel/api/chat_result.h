@@ -1,0 +1,63 @@
+#pragma once
+// A finished generation, whichever API asked for it, and the JSON bodies each API answers with.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "keel/api/api_error.h"
+
+namespace keel::api {
+
+// Anthropic stop_reason end_turn|max_tokens|stop_sequence|tool_use;
+// OpenAI finish_reason stop|length|stop|tool_calls.
+enum class FinishReason { EndTurn, MaxTokens, StopSequence, ToolUse };
+
+// Anthropic semantics: input_tokens counts the prompt tokens that were neither read from nor
+// written to the prefix cache, so the whole prompt is input + cache_read + cache_creation. OpenAI's
+// prompt_tokens is that whole sum and prompt_tokens_details.cached_tokens is cache_read.
+struct Usage {
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t cache_read_input_tokens = 0;
+  int64_t cache_creation_input_tokens = 0;
+  int64_t prompt_tokens() const { return input_tokens + cache_read_input_tokens + cache_creation_input_tokens; }
+};
+
+struct OutputBlock {
+  enum class Kind { Text, Thinking, ToolUse } kind = Kind::Text;
+  std::string text;             // Text and Thinking
+  std::string id, name;         // ToolUse
+  nlohmann::ordered_json input; // ToolUse: an object, key order as the model wrote it
+};
+
+struct ChatResult {
+  std::string id;
+  std::string model;
+  std::vector<OutputBlock> blocks;
+  FinishReason finish = FinishReason::EndTurn;
+  std::string stop_sequence;  // the sequence that matched, for FinishReason::StopSequence
+  Usage usage;
+};
+
+// {"id","type":"message","role":"assistant","model","content":[...],"stop_reason","stop_sequence",
+//  "usage"}. Thinking blocks carry "signature":"" (keel has nothing to sign).
+std::string anthropic_response_body(const ChatResult& result);
+// {"id","object":"chat.completion","created","model","choices":[{"index":0,"message":{"role",
+//  "content","reasoning_content"?,"tool_calls"?},"logprobs":null,"finish_reason"}],"usage"}.
+// Text blocks are concatenated; content is null when there is no text but there are tool calls;
+// tool_calls arguments are the input serialized as a JSON string.
+std::string openai_response_body(const ChatResult& result, int64_t created_unix);
+
+const char* anthropic_stop_reason(FinishReason reason);
+const char* openai_finish_reason(FinishReason reason);
+// The usage objects of each API, shared by the bodies and the streams.
+nlohmann::ordered_json anthropic_usage_json(const Usage& usage);
+nlohmann::ordered_json openai_usage_json(const Usage& usage);
+
+// Fresh random ids: "msg_..." / "chatcmpl-..." and "toolu_..." / "call_..." (24 base-62 chars).
+std::string new_message_id(Protocol protocol);
+std::string new_tool_call_id(Protocol protocol);
+
+}  // namespace keel::api

@@ -1,0 +1,11 @@
+#pragma once
+// The OpenAI Chat Completions request body (POST /v1/chat/completions) -> ChatRequest.
+// Declared in chat_request.h: parse_openai_request. Field rules:
+//   model (string), messages (non-empty; see openai_messages.h), tools
+//   [{"type":"function","function":{name, description?, parameters?}}] passed to the template as
+//   sent, tool_choice "auto"|"none"|"required"|{"type":"function","function":{"name"}},
+//   parallel_tool_calls, max_completion_tokens or max_tokens (default kDefaultOpenAIMaxTokens),
+//   temperature [0,2], top_p [0,1], top_k (extension; -1 or 0 = off), seed, stop (string or array),
+//   stream, stream_options.include_usage, reasoning_effort (anything but "none" turns thinking on),
+//   n (only 1). Unknown top-level fields are ignored.
+#include "keel/api/chat_request.h"

@@ -1,0 +1,63 @@
+#include "keel/api/request_common.h"
+
+#include <cstdio>
+
+namespace keel::api {
+
+std::string join_texts(const std::vector<std::string>& texts) {
+  std::string out;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (i > 0) out += kTextBlockSeparator;
+    out += texts[i];
+  }
+  return out;
+}
+
+int64_t checked_max_tokens(int64_t requested, const std::string& field, const RequestLimits& limits) {
+  if (requested < 1) reject_field(field, "must be at least 1, got " + std::to_string(requested));
+  if (requested > limits.max_tokens_cap) {
+    if (limits.reject_max_tokens_over_cap)
+      reject_field(field, std::to_string(requested) + " is more than this server's limit of " +
+                              std::to_string(limits.max_tokens_cap));
+    return limits.max_tokens_cap;
+  }
+  return requested;
+}
+
+std::optional<double> number_in_range(const Json& object, std::string_view key, double lo, double hi) {
+  auto value = optional_number(object, key, "");
+  if (value && !(*value >= lo && *value <= hi)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "must be between %g and %g, got %g", lo, hi, *value);
+    reject_field(std::string(key), buf);
+  }
+  return value;
+}
+
+void check_message_count(const Json& messages, const RequestLimits& limits) {
+  if (messages.empty()) reject_field("messages", "must contain at least one message");
+  if (messages.size() > limits.max_messages)
+    reject_field("messages", std::to_string(messages.size()) + " messages is more than this server's limit of " +
+                                 std::to_string(limits.max_messages));
+}
+
+void check_tool_count(const Json& tools, const RequestLimits& limits) {
+  if (tools.size() > limits.max_tools)
+    reject_field("tools", std::to_string(tools.size()) + " tools is more than this server's limit of " +
+                              std::to_string(limits.max_tools));
+}
+
+void check_tool_choice_against_tools(const ChatRequest& request, const std::string& field) {
+  bool has_tools = request.tools.is_array() && !request.tools.empty();
+  if ((request.tool_choice == ToolChoiceMode::Any || request.tool_choice == ToolChoiceMode::Tool) && !has_tools)
+    reject_field(field, "requires tools, and the request has none");
+  if (request.tool_choice != ToolChoiceMode::Tool) return;
+  for (const auto& tool : request.tools) {
+    const Json* function = find_field(tool, "function");
+    const Json* name = function != nullptr ? find_field(*function, "name") : nullptr;
+    if (name != nullptr && *name == request.tool_choice_name) return;
+  }
+  reject_field(field, "no tool named \"" + request.tool_choice_name + "\" in tools");
+}
+
+}  // namespace keel::api

@@ -1,0 +1,32 @@
+#pragma once
+// Field rules both protocols share: limits, sampling ranges, text joining.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "keel/api/chat_request.h"
+#include "keel/api/request_json.h"
+
+namespace keel::api {
+
+// Text blocks/parts of one message become one string joined with this separator: templates such as
+// Qwen2.5's concatenate `message.content` and cannot take a list.
+inline constexpr std::string_view kTextBlockSeparator = "\n";
+std::string join_texts(const std::vector<std::string>& texts);
+
+// >= 1, clamped to limits.max_tokens_cap (or rejected with limits.reject_max_tokens_over_cap).
+int64_t checked_max_tokens(int64_t requested, const std::string& field, const RequestLimits& limits);
+
+// The number at `key` if present, which must lie in [lo, hi].
+std::optional<double> number_in_range(const Json& object, std::string_view key, double lo, double hi);
+
+void check_message_count(const Json& messages, const RequestLimits& limits);
+void check_tool_count(const Json& tools, const RequestLimits& limits);
+
+// Rejects a tool_choice naming a tool that is not in `tools` (template format) and tool_choice
+// modes that need tools when there are none.
+void check_tool_choice_against_tools(const ChatRequest& request, const std::string& field);
+
+}  // namespace keel::api

@@ -1,0 +1,49 @@
+#pragma once
+// `keel serve`: the HTTP edge. Routes requests of both APIs to one served model, queues them to
+// the engine thread, streams the results back, and answers every failure in the protocol's own
+// error envelope. See docs/serve.md.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "keel/api/chat_request.h"
+
+namespace keel {
+class ServedModel;
+class SessionCache;
+}
+
+namespace keel::api {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 4000;  // 0: any free port (the bound one is logged)
+  std::string api_key;  // empty: no authentication
+  std::vector<std::string> aliases;
+  RequestLimits limits;
+  size_t max_body_bytes = 32u << 20;
+  size_t queue_depth = 64;       // requests waiting for the engine before "overloaded"
+  int tool_retries = 2;
+  std::chrono::milliseconds ping_interval{5000};
+};
+
+class Server {
+ public:
+  Server(ServedModel& model, SessionCache& session, ServerOptions options);
+  ~Server();
+
+  // Binds the socket (throws keel::Error if it cannot) and returns the port.
+  int bind();
+  // Serves until stop() (from another thread or a signal handler's helper thread).
+  void run();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace keel::api

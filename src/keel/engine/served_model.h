@@ -1,0 +1,65 @@
+#pragma once
+// Everything `keel serve` needs of one model folder, loaded once at start: weights and the forward
+// pass, tokenizer, chat template, the tool-call format and reasoning control read from that template.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "keel/arch/transformer.h"
+#include "keel/chat/chat_renderer.h"
+#include "keel/chat/chat_roles.h"
+#include "keel/model/weights.h"
+#include "keel/text/tokenizer.h"
+#include "keel/toolcall/format_detect.h"
+#include "keel/util/thread_pool.h"
+
+namespace keel {
+
+struct ServedModelOptions {
+  std::filesystem::path dir;
+  int threads = 0;                                          // 0: one per core
+  std::optional<toolcall::ToolCallFormat> tool_call_format;  // overrides detection
+};
+
+// A prompt ready for the engine: token ids and the role of each.
+struct PreparedPrompt {
+  std::vector<int32_t> ids;
+  std::vector<chat::Role> roles;
+  bool starts_in_reasoning = false;  // the generation prompt already opened a reasoning block
+};
+
+class ServedModel {
+ public:
+  explicit ServedModel(const ServedModelOptions& options);  // throws keel::Error
+
+  const std::filesystem::path& dir() const { return weights_.dir; }
+  std::string folder_name() const { return weights_.dir.filename().string(); }
+  const ModelWeights& weights() const { return weights_; }
+  Transformer& transformer() { return *transformer_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const toolcall::ToolCallFormatInfo& tool_call_format() const { return format_; }
+  std::string tool_call_format_origin() const { return format_origin_; }
+  const toolcall::ReasoningControl& reasoning() const { return reasoning_; }
+  int threads() const { return pool_->size(); }
+
+  // Renders messages and tools (OpenAI form; tools null for none) through the model's template
+  // with the generation prompt, then tokenizes and labels every token with its role. With
+  // `continue_last`, the last (assistant) message is left open for the model to continue instead.
+  PreparedPrompt prepare(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                         bool enable_thinking, bool continue_last = false) const;
+
+ private:
+  ModelWeights weights_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Transformer> transformer_;
+  std::optional<text::Tokenizer> tokenizer_;
+  std::optional<chat::ChatTemplate> template_;
+  toolcall::ToolCallFormatInfo format_;
+  std::string format_origin_;
+  toolcall::ReasoningControl reasoning_;
+};
+
+}  // namespace keel

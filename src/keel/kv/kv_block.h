@@ -1,0 +1,40 @@
+#pragma once
+// One block of the paged pool (internal to KvPool and KvSequence). A block starts private to the
+// sequence that writes it, holding its rows at full precision (bf16). When it leaves a recent
+// window its rows are quantized, once, into its final format; when no sequence still reads the
+// full-precision rows they are dropped. Published blocks are immutable and shared, keyed by a hash
+// chain over their tokens, formats and the policy.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "keel/kv/kv_format_cost.h"
+#include "keel/kv/kv_window.h"
+
+namespace keel::kv {
+
+struct KvBlock {
+  // Identity in the prefix cache; set when the block is published (cached == true).
+  bool cached = false;
+  uint64_t hash = 0;
+  KvBlock* parent = nullptr;  // the cached block before it
+  std::array<int32_t, kKvBlockTokens> tokens{};
+
+  // The most precise format any of its tokens needs; known once the block is complete.
+  bool format_known = false;
+  KvFormat format = KvFormat::BF16;
+
+  // Rows, laid out by KvBlockLayout. `full` is empty once dropped; `quantized` is empty until the
+  // block is quantized (never, when its format is bf16) and fills one layer at a time.
+  std::vector<uint8_t> full;
+  std::vector<uint8_t> quantized;
+  int64_t quantized_layers = 0;
+
+  // Guarded by the pool's mutex.
+  int64_t holders = 0;    // sequences holding it
+  int64_t children = 0;   // cached blocks naming it as parent (it cannot go before them)
+  int64_t full_pins = 0;  // sequences that may still read or quantize its full-precision rows
+  uint64_t last_use = 0;  // LRU stamp
+};
+
+}  // namespace keel::kv

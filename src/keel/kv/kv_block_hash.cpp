@@ -1,0 +1,30 @@
+#include "keel/kv/kv_block_hash.h"
+
+#include "keel/kv/kv_window.h"
+
+namespace keel::kv {
+namespace {
+
+// A 64-bit finalizer (the splitmix64 constants): every input bit affects every output bit.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t kv_chain_root(std::string_view policy_spec, bool rotate) {
+  uint64_t h = mix(static_cast<uint64_t>(kKvBlockTokens) * 2 + (rotate ? 1 : 0));
+  for (char c : policy_spec) h = mix(h ^ static_cast<uint8_t>(c));
+  return h;
+}
+
+uint64_t kv_chain_hash(uint64_t parent, std::span<const int32_t> tokens, KvFormat format) {
+  uint64_t h = mix(parent ^ 0x6b76626c6f636bull);
+  for (int32_t t : tokens) h = mix(h ^ static_cast<uint32_t>(t));
+  return mix(h ^ static_cast<uint64_t>(format));
+}
+
+}  // namespace keel::kv

@@ -1,0 +1,17 @@
+#pragma once
+// The prefix cache's content address: a hash chain where each block's hash covers its parent's
+// hash, its token ids and its format. The chain's root covers the policy and the rotation flag, so
+// pools with different policies never share a hash. Hashes only find candidates: the pool compares
+// tokens, format and parent identity before reusing a block, so a collision can never be served.
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "keel/kv/kv_format_cost.h"
+
+namespace keel::kv {
+
+uint64_t kv_chain_root(std::string_view policy_spec, bool rotate);
+uint64_t kv_chain_hash(uint64_t parent, std::span<const int32_t> tokens, KvFormat format);
+
+}  // namespace keel::kv

@@ -1,0 +1,66 @@
+#pragma once
+// The runtime precision policy: which KV format each token's block needs, from the token's role and
+// position. The planner's presets (keel/plan/kv_policy.h) are the names users pick; this is what
+// they mean at run time, plus explicit specs such as
+//   "tools=bf16 system=bf16 sink=4 recent=256 tool_call=int8 default=int4"
+//
+// Grammar (words separated by spaces or commas, each at most once):
+//   <role>=<format>    role: scaffolding system tools user assistant tool_call tool_result reasoning
+//   default=<format>   roles not named (bf16 when absent)
+//   sink=<n>           the first n tokens are bf16 whatever their role (attention sinks)
+//   recent=<n>         blocks holding any of the last n tokens are read at full precision
+//   format: bf16 int8 int4 int2
+// A block (keel/kv/kv_window.h) takes the most precise format any of its tokens needs.
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "keel/chat/chat_roles.h"
+#include "keel/kv/kv_format_cost.h"
+#include "keel/plan/kv_policy.h"
+
+namespace keel::kv {
+
+class KvPolicy {
+ public:
+  KvPolicy();  // everything bf16: the `full` preset
+
+  // A concrete preset; `auto` throws keel::Error (the caller resolves it with the planner first).
+  static KvPolicy preset(plan::KvPolicy preset);
+  // A preset name (full, int8, int4, protect) or an explicit spec; keel::Error names the bad word.
+  static KvPolicy parse(std::string_view text);
+
+  KvFormat role_format(chat::Role role) const { return formats_[static_cast<size_t>(role)]; }
+  KvFormat default_format() const { return default_; }
+  int64_t sink() const { return sink_; }
+  int64_t recent() const { return recent_; }
+
+  // The format the token at `pos` needs: bf16 for sinks, else its role's.
+  KvFormat token_format(chat::Role role, int64_t pos) const;
+  // The most precise format the tokens at [first_pos, first_pos + roles.size()) need.
+  KvFormat block_format(std::span<const chat::Role> roles, int64_t first_pos) const;
+  // True when some token may be stored below bf16 (the pool then needs head_dim % 32 == 0).
+  bool quantizes() const;
+
+  KvPolicy with_recent(int64_t recent) const;
+  KvPolicy with_sink(int64_t sink) const;
+
+  // Canonical spec: roles that differ from the default (in role order), then sink, recent, default.
+  // parse(describe()) == *this, and equal policies describe identically.
+  std::string describe() const;
+
+  bool operator==(const KvPolicy&) const = default;
+
+ private:
+  std::array<KvFormat, chat::kRoleCount> formats_;
+  KvFormat default_ = KvFormat::BF16;
+  int64_t sink_ = 0;
+  int64_t recent_ = 0;
+};
+
+// Of two formats, the one that keeps more bits (the one that costs more bytes per vector).
+KvFormat more_precise(KvFormat a, KvFormat b);
+
+}  // namespace keel::kv

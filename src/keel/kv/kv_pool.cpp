@@ -1,0 +1,256 @@
+#include "keel/kv/kv_pool.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "keel/kv/kv_block_hash.h"
+#include "keel/kv/kv_format.h"
+#include "keel/util/error.h"
+#include "keel/util/half.h"
+
+namespace keel::kv {
+namespace {
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context)
+    : spec_(spec),
+      layout_(spec),
+      budget_(budget_bytes),
+      policy_(std::move(policy)),
+      rotate_(rotate),
+      max_context_(max_context > 0 ? max_context : (spec.max_position > 0 ? spec.max_position : int64_t{1} << 20)),
+      chain_root_(kv_chain_root(policy_.describe(), rotate)) {
+  if (spec.num_layers <= 0 || spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.num_heads % spec.num_kv_heads != 0)
+    throw Error("KV pool: the model shape has no usable attention heads");
+  if (policy_.quantizes() && spec.head_dim % kKvQuantGroup != 0)
+    throw Error("KV policy '" + policy_.describe() + "' quantizes rows of head_dim " + std::to_string(spec.head_dim) +
+                ", which is not a multiple of " + std::to_string(kKvQuantGroup) + "; use --kv-policy full");
+  const size_t block = layout_.block_bytes(KvFormat::BF16);
+  if (budget_bytes < static_cast<int64_t>(block))
+    throw Error("KV memory budget of " + std::to_string(budget_bytes) + " bytes cannot hold one block of " +
+                std::to_string(kKvBlockTokens) + " tokens (" + std::to_string(block) + " bytes)");
+}
+
+KvPool::~KvPool() = default;
+
+bool KvPool::rotated(KvFormat format) const { return rotate_ && rotated_by_default(format); }
+
+std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::span<const chat::Role> roles) {
+  if (roles.size() != tokens.size())
+    throw Error("KV pool: " + std::to_string(tokens.size()) + " tokens but " + std::to_string(roles.size()) + " roles");
+  std::unique_ptr<KvSequence> seq(new KvSequence(*this));
+  std::lock_guard lock(mu_);
+  // Whole blocks only, and never the last token: the caller needs its logits.
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t max_blocks = n > 0 ? (n - 1) / kKvBlockTokens : 0;
+  uint64_t hash = chain_root_;
+  KvBlock* parent = nullptr;
+  for (int64_t b = 0; b < max_blocks; ++b) {
+    const auto at = static_cast<size_t>(b * kKvBlockTokens);
+    const auto ids = tokens.subspan(at, kKvBlockTokens);
+    const KvFormat format = policy_.block_format(roles.subspan(at, kKvBlockTokens), b * kKvBlockTokens);
+    hash = kv_chain_hash(hash, ids, format);
+    KvBlock* block = find_cached_locked(hash, parent, ids, format);
+    if (block == nullptr) break;
+    hold_locked(*block);
+    ++block->full_pins;  // pinned_from_ == 0: the first forward pass settles which rows stay
+    touch_locked(*block);
+    seq->blocks_.push_back(block);
+    parent = block;
+  }
+  const int64_t matched = static_cast<int64_t>(seq->blocks_.size()) * kKvBlockTokens;
+  seq->ids_.assign(tokens.begin(), tokens.begin() + matched);
+  seq->roles_.assign(roles.begin(), roles.begin() + matched);
+  seq->size_ = matched;
+  seq->cut_locked(seq->longest_exact_prefix_locked(matched));
+  (seq->size_ > 0 ? prefix_hits_ : prefix_misses_) += 1;
+  reused_tokens_ += seq->size_;
+  return seq;
+}
+
+KvPoolStats KvPool::stats() const {
+  std::lock_guard lock(mu_);
+  KvPoolStats s;
+  s.budget_bytes = budget_;
+  s.used_bytes = used_;
+  s.bytes_by_format = bytes_by_format_;
+  s.blocks_live = static_cast<int64_t>(blocks_.size());
+  for (const auto& [key, block] : blocks_) {
+    if (block->holders > 0) ++s.blocks_in_use;
+    if (block->cached) ++s.blocks_cached;
+  }
+  s.blocks_evictable = static_cast<int64_t>(evictable_.size());
+  s.blocks_free = (budget_ - used_) / static_cast<int64_t>(layout_.block_bytes(KvFormat::BF16));
+  s.prefix_hits = prefix_hits_;
+  s.prefix_misses = prefix_misses_;
+  s.reused_tokens = reused_tokens_;
+  s.evictions = evictions_;
+  s.quantizations = quantizations_;
+  s.requantizations = requantizations_;
+  return s;
+}
+
+void KvPool::add_bytes_locked(KvFormat format, int64_t delta) {
+  used_ += delta;
+  bytes_by_format_[static_cast<size_t>(format)] += delta;
+}
+
+void KvPool::free_rows_locked(std::vector<uint8_t>& rows, KvFormat format) {
+  add_bytes_locked(format, -static_cast<int64_t>(rows.size()));
+  std::vector<uint8_t>().swap(rows);
+}
+
+void KvPool::reserve_locked(size_t bytes) {
+  const auto need = static_cast<int64_t>(bytes);
+  while (used_ + need > budget_) {
+    if (evictable_.empty())
+      throw Error("KV pool exhausted: " + std::to_string(bytes) + " more bytes needed but " + mib(used_) + " of the " +
+                  mib(budget_) + " budget hold live sequences (raise --kv-memory, shorten the context, or use a "
+                  "smaller --kv-policy)");
+    evict_locked(*evictable_.begin()->second);
+  }
+}
+
+KvBlock* KvPool::new_block_locked() {
+  const size_t bytes = layout_.block_bytes(KvFormat::BF16);
+  reserve_locked(bytes);
+  auto owned = std::make_unique<KvBlock>();
+  KvBlock* block = owned.get();
+  block->full.assign(bytes, 0);
+  add_bytes_locked(KvFormat::BF16, static_cast<int64_t>(bytes));
+  block->holders = 1;
+  block->full_pins = 1;
+  touch_locked(*block);
+  blocks_.emplace(block, std::move(owned));
+  return block;
+}
+
+KvBlock* KvPool::copy_block_locked(const KvBlock& src) {
+  KvBlock* block = new_block_locked();
+  std::copy(src.full.begin(), src.full.end(), block->full.begin());
+  return block;
+}
+
+void KvPool::quantize_layer_locked(KvBlock& block, int64_t layer) {
+  if (block.quantized_layers > layer) {
+    ++requantizations_;  // a caller asked again: refuse, the rows are final
+    return;
+  }
+  if (block.quantized_layers < layer || !block.format_known || block.format == KvFormat::BF16 || block.full.empty())
+    throw Error("internal: KV block quantized out of order (layer " + std::to_string(layer) + ")");
+  const KvFormat format = block.format;
+  if (block.quantized.empty()) {
+    const size_t bytes = layout_.block_bytes(format);
+    reserve_locked(bytes);
+    block.quantized.assign(bytes, 0);
+    add_bytes_locked(format, static_cast<int64_t>(bytes));
+  }
+  // From the full-precision rows, which are exactly what a bf16 read of the token returns.
+  const int64_t dim = layout_.head_dim();
+  const size_t full_row = layout_.row_bytes(KvFormat::BF16), row = layout_.row_bytes(format);
+  std::vector<float> values(static_cast<size_t>(dim));
+  for (int64_t h = 0; h < layout_.kv_heads(); ++h) {
+    const size_t src = layout_.keys_offset(KvFormat::BF16, layer, h);
+    const size_t dst = layout_.keys_offset(format, layer, h);
+    for (int64_t r = 0; r < 2 * kKvBlockTokens; ++r) {  // K rows then V rows, contiguous
+      const uint8_t* in = block.full.data() + src + static_cast<size_t>(r) * full_row;
+      for (int64_t i = 0; i < dim; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, in + 2 * i, 2);
+        values[static_cast<size_t>(i)] = bf16_to_float(bits);
+      }
+      encode_row(format, values.data(), dim, rotated(format), block.quantized.data() + dst + static_cast<size_t>(r) * row);
+    }
+  }
+  ++block.quantized_layers;
+  ++quantizations_;
+  drop_full_if_unneeded_locked(block);
+}
+
+void KvPool::drop_full_if_unneeded_locked(KvBlock& block) {
+  if (block.full.empty() || block.full_pins > 0 || !block.format_known || block.format == KvFormat::BF16 ||
+      block.quantized_layers < layout_.layers())
+    return;
+  free_rows_locked(block.full, KvFormat::BF16);
+}
+
+void KvPool::hold_locked(KvBlock& block) {
+  if (evictable(block)) evictable_.erase({block.last_use, &block});
+  ++block.holders;
+}
+
+void KvPool::release_locked(KvBlock& block) {
+  --block.holders;
+  settle_locked(block);
+}
+
+void KvPool::settle_locked(KvBlock& block) {
+  if (block.holders > 0 || block.children > 0) return;
+  if (block.cached)
+    evictable_.insert({block.last_use, &block});
+  else
+    destroy_locked(block);
+}
+
+void KvPool::unpin_locked(KvBlock& block) {
+  --block.full_pins;
+  drop_full_if_unneeded_locked(block);
+}
+
+void KvPool::evict_locked(KvBlock& block) {
+  evictable_.erase({block.last_use, &block});
+  auto [first, last] = cached_.equal_range(block.hash);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == &block) {
+      cached_.erase(it);
+      break;
+    }
+  }
+  KvBlock* parent = block.parent;
+  ++evictions_;
+  destroy_locked(block);
+  if (parent != nullptr) {
+    --parent->children;
+    settle_locked(*parent);  // may make the parent evictable in turn
+  }
+}
+
+void KvPool::destroy_locked(KvBlock& block) {
+  free_rows_locked(block.full, KvFormat::BF16);
+  free_rows_locked(block.quantized, block.format);
+  blocks_.erase(&block);
+}
+
+KvBlock* KvPool::find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens,
+                                    KvFormat format) const {
+  auto [first, last] = cached_.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    KvBlock* b = it->second;
+    if (b->parent == parent && b->format == format && std::equal(tokens.begin(), tokens.end(), b->tokens.begin()))
+      return b;
+  }
+  return nullptr;
+}
+
+void KvPool::insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens) {
+  block.cached = true;
+  block.hash = hash;
+  block.parent = parent;
+  std::copy(tokens.begin(), tokens.end(), block.tokens.begin());
+  if (parent != nullptr) {
+    if (evictable(*parent)) evictable_.erase({parent->last_use, parent});
+    ++parent->children;
+  }
+  cached_.emplace(hash, &block);
+}
+
+}  // namespace keel::kv

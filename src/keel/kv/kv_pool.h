@@ -1,0 +1,103 @@
+#pragma once
+// The paged KV pool: one budget in bytes for the K/V rows of every sequence of one model, blocks of
+// kKvBlockTokens tokens (keel/kv/kv_window.h), a role-aware precision policy (keel/kv/kv_policy.h)
+// and an exact prefix cache. See docs/kv-cache.md.
+//
+// Exactness (DESIGN.md invariant 4): what a query at position p reads of token j is a pure function
+// of the tokens, their roles, the policy, j and p. Token j's block is read at full precision while
+// it is inside p's recent window (or its format is bf16), else from its quantized form, which is
+// computed once, from the full-precision rows, when the block first leaves a window. So chunked and
+// one-shot prefill, a reused prefix and a trimmed and re-extended sequence all give the same bits.
+//
+// Thread-safety: every public member of KvPool and the structural members of KvSequence (open,
+// publish, trim, set_size, destruction) may run on different threads; stats() never blocks for
+// long. Forward passes of different sequences must not overlap (one engine thread runs them in turn).
+// All sequences must be destroyed before their pool.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <unordered_map>
+#include <utility>
+
+#include "keel/chat/chat_roles.h"
+#include "keel/kv/kv_block.h"
+#include "keel/kv/kv_block_layout.h"
+#include "keel/kv/kv_policy.h"
+#include "keel/kv/kv_pool_stats.h"
+#include "keel/kv/kv_sequence.h"
+#include "keel/model/model_spec.h"
+
+namespace keel::kv {
+
+class KvPool {
+ public:
+  // rotate: Walsh-Hadamard rotation for the formats below 8 bits (`--kv-rotate`). max_context caps
+  // each sequence's capacity() (0: the model's max_position). Throws keel::Error when the budget
+  // cannot hold one block or the policy quantizes a head_dim that is not a multiple of 32.
+  KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context = 0);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  // A sequence whose cache already holds the longest cached prefix of `tokens`: whole blocks whose
+  // hash chain (token ids, roles-derived formats, policy) matches, at most tokens.size() - 1 tokens
+  // so the last token always runs, minus whatever must be recomputed inside the recent window (a
+  // cached block whose full-precision rows were dropped cannot be read inside a window). Its
+  // size() is the number of reused tokens; the caller appends and prefills tokens[size():].
+  // roles has one entry per token.
+  std::unique_ptr<KvSequence> open(std::span<const int32_t> tokens, std::span<const chat::Role> roles);
+
+  KvPoolStats stats() const;
+  int64_t budget_bytes() const { return budget_; }
+  const KvPolicy& policy() const { return policy_; }
+  bool rotate() const { return rotate_; }
+  const KvBlockLayout& layout() const { return layout_; }
+  const ModelSpec& spec() const { return spec_; }
+  int64_t max_context() const { return max_context_; }
+
+ private:
+  friend class KvSequence;
+
+  // Everything below runs with mu_ held.
+  KvBlock* new_block_locked();  // private, full-precision rows allocated, held and pinned once
+  KvBlock* copy_block_locked(const KvBlock& src);  // a private copy of src's full-precision rows
+  void reserve_locked(size_t bytes);  // evicts least-recently-used cached blocks, or throws
+  void add_bytes_locked(KvFormat format, int64_t delta);
+  void free_rows_locked(std::vector<uint8_t>& rows, KvFormat format);
+  void quantize_layer_locked(KvBlock& block, int64_t layer);
+  void drop_full_if_unneeded_locked(KvBlock& block);
+  void hold_locked(KvBlock& block);
+  void release_locked(KvBlock& block);
+  void settle_locked(KvBlock& block);  // unreferenced: evictable if cached, else freed
+  static bool evictable(const KvBlock& b) { return b.cached && b.holders == 0 && b.children == 0; }
+  void unpin_locked(KvBlock& block);
+  void touch_locked(KvBlock& block) { block.last_use = ++clock_; }
+  void evict_locked(KvBlock& block);
+  void destroy_locked(KvBlock& block);
+  KvBlock* find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens,
+                              KvFormat format) const;
+  void insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens);
+  bool rotated(KvFormat format) const;
+
+  const ModelSpec spec_;
+  const KvBlockLayout layout_;
+  const int64_t budget_;
+  const KvPolicy policy_;
+  const bool rotate_;
+  const int64_t max_context_;
+  const uint64_t chain_root_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<const KvBlock*, std::unique_ptr<KvBlock>> blocks_;  // every live block
+  std::unordered_multimap<uint64_t, KvBlock*> cached_;                  // by chain hash
+  std::set<std::pair<uint64_t, KvBlock*>> evictable_;                   // by LRU stamp
+  uint64_t clock_ = 0;
+  int64_t used_ = 0;
+  std::array<int64_t, kKvFormatCount> bytes_by_format_{};
+  int64_t prefix_hits_ = 0, prefix_misses_ = 0, reused_tokens_ = 0, evictions_ = 0;
+  int64_t quantizations_ = 0, requantizations_ = 0;
+};
+
+}  // namespace keel::kv

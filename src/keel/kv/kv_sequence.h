@@ -1,0 +1,71 @@
+#pragma once
+// One request's view of the KV pool: the KvCache the transformer writes and reads, made of pool
+// blocks, some shared with the prefix cache. Created by KvPool::open().
+//
+// Protocol: before each forward pass, append_tokens() the ids and roles of the tokens it will run
+// (the prompt after size(), then each generated token with chat::Role::assistant). When the request
+// ends, publish() offers its complete blocks to the prefix cache; destruction releases them.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "keel/chat/chat_roles.h"
+#include "keel/kv/kv_block.h"
+#include "keel/kv/kv_cache.h"
+
+namespace keel::kv {
+
+class KvPool;
+
+class KvSequence final : public KvCache {
+ public:
+  ~KvSequence() override;
+  KvSequence(const KvSequence&) = delete;
+  KvSequence& operator=(const KvSequence&) = delete;
+
+  int64_t capacity() const override;
+  int64_t size() const override { return size_; }
+  // Throws keel::Error("KV pool exhausted: ...") when a new block finds neither free nor evictable
+  // room, and when the token at `pos` was not appended first.
+  void store(int64_t layer, int64_t pos, const float* k, const float* v) override;
+  void attend(int64_t layer, int64_t head, const float* q, int64_t n_pos, float* scratch, float* out) const override;
+  // Growing: marks positions complete after a forward pass. n == size(): forgets appended tokens
+  // that were not run (after a failed pass). Shrinking: like trim(n), but throws keel::Error (and
+  // changes nothing) when n cannot be kept exactly.
+  void set_size(int64_t n) override;
+
+  // Ids and roles of the tokens the next forward pass runs, in order.
+  void append_tokens(std::span<const int32_t> ids, std::span<const chat::Role> roles);
+  // Drops everything from position n on and returns the new size(), which is n or less: a block
+  // that left the window keeps only its quantized rows, so a cut inside the recent window that
+  // would need them at full precision goes back further. The caller appends and runs the tokens
+  // from size() on again.
+  int64_t trim(int64_t n);
+  // Offers the complete blocks to the prefix cache. Blocks stay cached after the sequence is gone
+  // until evicted least-recently-used under the budget.
+  void publish();
+
+  // Ids and roles of positions [0, size()) plus any appended but not yet run.
+  std::span<const int32_t> token_ids() const { return ids_; }
+  std::span<const chat::Role> token_roles() const { return roles_; }
+
+ private:
+  friend class KvPool;
+  explicit KvSequence(KvPool& pool);
+
+  // Under the pool's mutex.
+  int64_t longest_exact_prefix_locked(int64_t n) const;
+  void cut_locked(int64_t m);
+  KvFormat final_format_locked(int64_t block);
+  void release_from_locked(size_t first_block);
+
+  KvPool& pool_;
+  std::vector<int32_t> ids_;
+  std::vector<chat::Role> roles_;
+  std::vector<KvBlock*> blocks_;  // each holds one reference
+  int64_t size_ = 0;
+  size_t pinned_from_ = 0;  // blocks_[pinned_from_:] hold a full-precision pin from this sequence
+  std::vector<int64_t> quantized_upto_;  // per layer: blocks below are quantized (or bf16)
+};
+
+}  // namespace keel::kv

@@ -1,0 +1,69 @@
+#pragma once
+// A real `keel serve` for integration tests: started on 127.0.0.1 with a free port, stopped with
+// SIGTERM when the object goes away. Tests talk to it over HTTP like any client.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace keel::test {
+
+class ServerProcess {
+ public:
+  // `args` come after `keel serve`; --model defaults to the bundled tiny-toolcaller.
+  explicit ServerProcess(std::vector<std::string> args = {});
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  httplib::Client client(std::chrono::seconds timeout = std::chrono::seconds(120)) const;
+  std::string log() const;  // everything it wrote to stderr so far
+  bool running() const;
+
+ private:
+  TempDir dir_;
+  int pid_ = -1;
+  int port_ = 0;
+};
+
+std::filesystem::path tiny_toolcaller_dir();
+
+struct SseEvent {
+  std::string event;  // empty for OpenAI's data-only events
+  std::string data;
+};
+std::vector<SseEvent> parse_sse(const std::string& body);
+
+// POSTs JSON, returning the status and the parsed body (null when not JSON).
+struct JsonResponse {
+  int status = 0;
+  nlohmann::ordered_json body;
+  std::string text;
+  httplib::Headers headers;
+};
+JsonResponse post_json(httplib::Client& client, const std::string& path, const nlohmann::ordered_json& body,
+                       const httplib::Headers& headers = {});
+
+}  // namespace keel::test
+
+namespace keel::test {
+
+// Sends a POST over a plain socket, reads at least `bytes` bytes of the answer, then closes the
+// connection mid-response, as a client that goes away does. Returns what it read.
+std::string read_then_hang_up(int port, const std::string& path, const std::string& body, size_t bytes);
+
+// Checks an Anthropic SSE stream event by event against the Messages streaming grammar and
+// rebuilds the message it describes ({"content": [...], "stop_reason", "usage", ...}). Throws
+// std::runtime_error naming the first event that breaks the grammar.
+nlohmann::ordered_json replay_anthropic_stream(const std::vector<SseEvent>& events);
+
+// The same for OpenAI chat.completion.chunk streams: rebuilds {"content", "reasoning_content",
+// "tool_calls": [{"id","name","arguments"}], "finish_reason", "usage"}.
+nlohmann::ordered_json replay_openai_stream(const std::vector<SseEvent>& events);
+
+}  // namespace keel::test
