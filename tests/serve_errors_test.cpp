@@ -125,17 +125,5 @@ TEST(ServeErrors, HealthAndMetricsDescribeTheServer) {
   EXPECT_NE(metrics->body.find("keel_tool_calls_total{result=\"invalid\"} 0"), std::string::npos);
 }
 
-TEST(ServeErrors, StartRefusesWhatCannotFit) {
-  const CommandResult r = run_command(keel_binary().string() + " serve --model " + tiny_toolcaller_dir().string() +
-                                      " --context 32768 --memory 0.001 --port 0");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("keel serve: error:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("weights"), std::string::npos) << r.output;
-  const CommandResult bad = run_command(keel_binary().string() + " serve --model " + tiny_toolcaller_dir().string() +
-                                        " --tool-call-format smoke-signals --port 0");
-  EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.output.find("hermes"), std::string::npos) << bad.output;
-}
-
 }  // namespace
 }  // namespace keel::test

@@ -15,5 +15,6 @@ int plan_command(const CommandArgs& args);   // keel plan
 int tokenize_command(const CommandArgs& args);  // keel tokenize
 int render_command(const CommandArgs& args);  // keel render
 int serve_command(const CommandArgs& args);   // keel serve
+int eval_command(const CommandArgs& args);    // keel eval
 
 }  // namespace keel::cli

@@ -27,6 +27,8 @@ const Subcommand kSubcommands[] = {
     {"tokenize", "print token ids: keel tokenize --model DIR | --tokenizer FILE TEXT", keel::cli::tokenize_command},
     {"render", "show the prompt a chat becomes: keel render --model DIR --messages FILE.json [--tools FILE.json] [--roles]",
      keel::cli::render_command},
+    {"eval", "measure what KV precision does to tool calls: keel eval fidelity|tools --model DIR ...",
+     keel::cli::eval_command},
 };
 
 void usage(FILE* out) {

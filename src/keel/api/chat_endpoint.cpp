@@ -340,14 +340,7 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
 
 void handle_count_tokens(ServerState& s, const httplib::Request& req, httplib::Response& res) {
   try {
-    // count_tokens takes a Messages request without max_tokens.
-    std::string body = req.body;
-    auto doc = nlohmann::ordered_json::parse(body, nullptr, false);
-    if (doc.is_object() && !doc.contains("max_tokens")) {
-      doc["max_tokens"] = 1;
-      body = doc.dump();
-    }
-    ChatRequest r = parse_anthropic_request(body, s.options.limits);
+    ChatRequest r = parse_anthropic_count_tokens_request(req.body, s.options.limits);
     s.registry.require(r.model);
     PreparedPrompt prompt = prepare_prompt(s.model, r);
     res.set_content(nlohmann::ordered_json{{"input_tokens", prompt.ids.size()}}.dump(), "application/json");

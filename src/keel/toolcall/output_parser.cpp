@@ -21,6 +21,9 @@ using detail::Match;
 using detail::Opener;
 using detail::Region;
 
+// The last bytes of every closing marker, value end and header the matchers wait for.
+constexpr std::string_view kDecisiveBytes = "}]>|\"\n";
+
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // Bytes at the end of `s` that begin a UTF-8 character still missing its continuation bytes.
@@ -87,6 +90,16 @@ class StreamingOutputParser final : public OutputParser {
     return {rest.size(), nullptr, false};
   }
 
+  // Matchers rescan a call from its start each time, which for a long call fed token by token
+  // would cost time quadratic in its length. A matcher's answer only ever changes from NeedMore
+  // once more text arrives, and asking it later gives the same answer it would have given
+  // earlier, so asking less often changes nothing but latency. It is asked again when a byte
+  // that can end a value or a marker arrives, or when the call has doubled since it was asked.
+  bool can_wait(std::string_view at) const {
+    if (undecided_size_ == 0 || at.size() < undecided_size_ || at.size() >= 2 * undecided_size_) return false;
+    return at.substr(undecided_size_).find_first_of(kDecisiveBytes) == std::string_view::npos;
+  }
+
   void emit_text(std::string_view text, std::vector<ParseEvent>& events) {
     if (text.empty()) return;
     const ParseEvent::Kind kind = region_ == Region::Text ? ParseEvent::Kind::Text : ParseEvent::Kind::Reasoning;
@@ -134,11 +147,16 @@ class StreamingOutputParser final : public OutputParser {
       if (c.partial) break;
 
       const std::string_view at = rest.substr(c.pos);
+      if (!eof && can_wait(at)) break;
       Match m = c.opener->match(at, c.opener->marker.size(), eof);
       if (m.status == Match::Status::NeedMore) {
-        if (!eof) break;
+        if (!eof) {
+          undecided_size_ = at.size();
+          break;
+        }
         m = detail::not_call(c.opener->marker.size());  // a matcher must decide at eof; never loop
       }
+      undecided_size_ = 0;
       const size_t length = std::max<size_t>(m.length, 1);
       if (m.status == Match::Status::NotCall) {
         emit_text(rest.substr(release, c.pos - release + length), events);
@@ -169,6 +187,7 @@ class StreamingOutputParser final : public OutputParser {
   bool drop_space_ = true;   // leading whitespace of the turn, and after each marker, is dropped
   bool finished_ = false;
   size_t first_event_ = 0;   // deltas are only merged into events appended by the same call
+  size_t undecided_size_ = 0;  // size of the text from the pending marker on when its matcher said NeedMore
 };
 
 }  // namespace

@@ -49,7 +49,8 @@ struct OutputParserOptions {
 };
 
 // Formats without a parser of their own (None, Unrecognized, KimiK2, ...) still get the bare-JSON
-// fallback and the reasoning splitter.
+// fallback and the reasoning splitter. starts_in_reasoning implies reasoning. gpt-oss (Harmony)
+// always splits its analysis channel off as reasoning.
 std::unique_ptr<OutputParser> make_output_parser(const OutputParserOptions& options);
 
 // Joins adjacent Text deltas and adjacent Reasoning deltas, and drops empty ones: the form in

@@ -1,0 +1,98 @@
+// Invariant 6: a call that does not fit its tool's schema never reaches the client as a call.
+#include <gtest/gtest.h>
+
+#include "server_support.h"
+
+namespace keel::test {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json first_request() {
+  const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  return session["cases"][0]["request"];
+}
+
+json& tool_named(json& request, const std::string& name) {
+  for (auto& t : request["tools"])
+    if (t["name"] == name) return t;
+  throw std::runtime_error("no tool " + name);
+}
+
+int64_t metric(const ServerProcess& server, const std::string& line_prefix) {
+  auto client = server.client();
+  const std::string text = client.Get("/metrics")->body;
+  const size_t at = text.find(line_prefix + " ");
+  if (at == std::string::npos) throw std::runtime_error("no metric " + line_prefix);
+  return std::stoll(text.substr(at + line_prefix.size() + 1));
+}
+
+// The model answers `ls /tmp` with {"command": ...}; a schema that also requires `timeout_ms`
+// makes every such call invalid.
+TEST(ServeToolValidation, MissingRequiredPropertyIsNeverPassedOn) {
+  ServerProcess server;
+  auto client = server.client();
+  json request = first_request();
+  json& bash = tool_named(request, "Bash");
+  bash["input_schema"]["properties"]["timeout_ms"] = {{"type", "integer"}};
+  bash["input_schema"]["required"] = json::array({"command", "timeout_ms"});
+  for (bool stream : {false, true}) {
+    request["stream"] = stream;
+    json message;
+    if (stream) {
+      auto res = client.Post("/v1/messages", request.dump(), "application/json");
+      ASSERT_TRUE(res);
+      message = replay_anthropic_stream(parse_sse(res->body));
+    } else {
+      const JsonResponse r = post_json(client, "/v1/messages", request);
+      ASSERT_EQ(r.status, 200) << r.text;
+      message = r.body;
+    }
+    bool explained = false;
+    for (const auto& block : message["content"]) {
+      if (block["type"] == "tool_use") {
+        // A retry may have produced a valid call; then it carries both properties.
+        EXPECT_TRUE(block["input"].contains("command") && block["input"].contains("timeout_ms")) << block.dump();
+        EXPECT_TRUE(block["input"]["timeout_ms"].is_number_integer()) << block.dump();
+      } else if (block["type"] == "text" && block["text"].get<std::string>().find("was invalid") != std::string::npos) {
+        explained = true;
+        EXPECT_NE(block["text"].get<std::string>().find("timeout_ms"), std::string::npos) << block.dump();
+      }
+    }
+    if (message["stop_reason"] != "tool_use") {
+      EXPECT_TRUE(explained) << message.dump();
+    }
+  }
+  EXPECT_GE(metric(server, "keel_tool_calls_total{result=\"retried\"}"), 2);
+  EXPECT_EQ(metric(server, "keel_tool_calls_total{result=\"valid\"}") + metric(server, "keel_tool_calls_total{result=\"invalid\"}"), 2);
+}
+
+TEST(ServeToolValidation, UnknownToolIsInvalidAndRetriesCanBeTurnedOff) {
+  ServerProcess server({"--tool-retries", "0"});
+  auto client = server.client();
+  json request = first_request();
+  tool_named(request, "Bash")["name"] = "Shell";  // the model still calls "Bash"
+  const JsonResponse r = post_json(client, "/v1/messages", request);
+  ASSERT_EQ(r.status, 200) << r.text;
+  ASSERT_EQ(r.body["content"].size(), 1u) << r.text;
+  EXPECT_EQ(r.body["content"][0]["type"], "text");
+  const std::string text = r.body["content"][0]["text"];
+  EXPECT_NE(text.find("\"Bash\""), std::string::npos) << text;
+  EXPECT_NE(text.find("unknown tool"), std::string::npos) << text;
+  EXPECT_EQ(r.body["stop_reason"], "end_turn");
+  EXPECT_EQ(metric(server, "keel_tool_calls_total{result=\"retried\"}"), 0);
+  EXPECT_EQ(metric(server, "keel_tool_calls_total{result=\"invalid\"}"), 1);
+}
+
+TEST(ServeToolValidation, ToolChoiceNonePassesCallsThroughAsText) {
+  ServerProcess server;
+  auto client = server.client();
+  json request = first_request();
+  request["tool_choice"] = {{"type", "none"}};
+  const JsonResponse r = post_json(client, "/v1/messages", request);
+  ASSERT_EQ(r.status, 200) << r.text;
+  for (const auto& block : r.body["content"]) EXPECT_EQ(block["type"], "text") << r.text;
+}
+
+}  // namespace
+}  // namespace keel::test
