@@ -285,3 +285,21 @@ TEST(ApiOpenAIStream, MaxTokensAndError) {
   EXPECT_EQ(lines2[1], R"({"error":{"message":"busy","type":"server_error","param":null,"code":null}})");
   EXPECT_EQ(lines2[2], "[DONE]");
 }
+
+TEST(ApiAnthropicStream, WhitespaceAloneOpensNoBlock) {
+  auto w = make_stream_writer(Protocol::Anthropic, false, 0);
+  std::string sse = w->start("msg_h", "tiny", kStartUsage);
+  sse += w->text("\n");  // what a model writes before <tool_call>
+  sse += w->tool_use("toolu_1", "Bash", Json::parse(R"({"command":"pwd"})"));
+  sse += w->text(" ");
+  sse += w->text("\n");
+  sse += w->text("Done.");
+  sse += w->finish(FinishReason::EndTurn, "", kEndUsage);
+  auto lines = transcript(sse);
+  ASSERT_EQ(lines.size(), 9u);
+  EXPECT_EQ(lines[1],
+            R"(content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}})");
+  EXPECT_EQ(lines[4], R"(content_block_start {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}})");
+  // Whitespace that precedes real text is kept, in order.
+  EXPECT_EQ(lines[5], R"(content_block_delta {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":" \nDone."}})");
+}

@@ -147,7 +147,10 @@ TEST(KvPrefixCache, BranchInsideTheWindowReusesUpToTheBranch) {
     run_rest(m.model, *seq, a, 160);
     seq->publish();
   }
-  for (int64_t cut : {159, 150, 144, 130}) {  // inside the last window (positions 128..159)
+  // Inside the last window (positions 128..159). Each branch, as it runs past its own window, drops
+  // the full-precision rows behind it that no other sequence holds, so later branches that reach
+  // further back would recompute more: go from the earliest branch point to the latest.
+  for (int64_t cut : {130, 144, 150, 159}) {
     Conversation branch = a.prefix(cut);
     add_random_turns(branch, rng, 20, m.weights.spec.vocab_size);
     auto seq = pool.open(branch.ids, branch.roles);

@@ -9,7 +9,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 json session_case(size_t i) {
-  static const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  const json& session = session_fixture();
   return session.at("cases").at(i);
 }
 

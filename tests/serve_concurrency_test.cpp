@@ -19,6 +19,7 @@ json request(const std::string& text, int max_tokens, bool stream = false) {
 TEST(ServeConcurrency, SixteenClientsAreAllAnswered) {
   ServerProcess server;
   std::vector<int> statuses(16, 0);
+  std::vector<std::string> errors(16);
   std::vector<std::thread> clients;
   for (int i = 0; i < 16; ++i) {
     clients.emplace_back([&, i] {
@@ -26,7 +27,10 @@ TEST(ServeConcurrency, SixteenClientsAreAllAnswered) {
       const bool openai = i % 2 == 1;
       json body = request("Client " + std::to_string(i) + " says hello.", 8, i % 4 < 2);
       auto res = client.Post(openai ? "/v1/chat/completions" : "/v1/messages", body.dump(), "application/json");
-      if (!res) return;
+      if (!res) {
+        errors[static_cast<size_t>(i)] = httplib::to_string(res.error());
+        return;
+      }
       statuses[static_cast<size_t>(i)] = res->status;
       if (body["stream"]) {
         // A complete stream, whichever API.
@@ -36,7 +40,8 @@ TEST(ServeConcurrency, SixteenClientsAreAllAnswered) {
     });
   }
   for (auto& t : clients) t.join();
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(statuses[static_cast<size_t>(i)], 200) << "client " << i;
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(statuses[static_cast<size_t>(i)], 200) << "client " << i << ": " << errors[static_cast<size_t>(i)];
 }
 
 TEST(ServeConcurrency, AFullQueueAnswersOverloaded) {

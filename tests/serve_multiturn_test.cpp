@@ -31,7 +31,7 @@ std::string long_system_prompt(httplib::Client& client, const json& base, int64_
 }
 
 TEST(ServeMultiTurn, OnlyNewTokensArePrefilledFromTurnTwoOn) {
-  const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  const json& session = session_fixture();
   ServerProcess server;
   auto client = server.client();
   json request = session["cases"][0]["request"];

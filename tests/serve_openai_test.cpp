@@ -10,7 +10,7 @@ using json = nlohmann::ordered_json;
 
 // The first session request, in OpenAI form.
 json tool_request() {
-  const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  const json& session = session_fixture();
   const json& a = session["cases"][0]["request"];
   json tools = json::array();
   for (const auto& t : a["tools"])
@@ -24,7 +24,7 @@ json tool_request() {
 }
 
 int64_t reference_prompt_tokens() {
-  const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  const json& session = session_fixture();
   return session["cases"][0]["prompt_tokens"];
 }
 

@@ -49,7 +49,7 @@ TEST(ServePlan, ExplicitPolicySpecIsServed) {
   EXPECT_EQ(h["kv"]["policy"], "system=bf16 tools=bf16 tool_call=int8 sink=4 recent=64 default=int4");
   EXPECT_EQ(h["kv"]["rotate"], true);
   auto client = server.client();
-  const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  const json& session = session_fixture();
   const JsonResponse r = post_json(client, "/v1/messages", session["cases"][0]["request"]);
   ASSERT_EQ(r.status, 200) << r.text;
   EXPECT_EQ(r.body["content"][0]["input"], json({{"command", "ls /tmp"}}));

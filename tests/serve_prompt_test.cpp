@@ -52,7 +52,7 @@ TEST(ServePrompt, OpenAIArgumentStringsRenderAsObjects) {
 }
 
 TEST(ServePrompt, EveryTokenHasARole) {
-  const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  const json& session = session_fixture();
   const api::ChatRequest r = api::parse_anthropic_request(session["cases"][12]["request"].dump(), {});
   const PreparedPrompt p = tiny_model().prepare(r.messages, r.tools, false);
   ASSERT_EQ(p.ids.size(), session["cases"][12]["prompt_tokens"].get<size_t>());

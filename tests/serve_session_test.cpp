@@ -33,7 +33,7 @@ json comparable(const json& content) {
 }
 
 void run_session(bool stream) {
-  const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  const json& session = session_fixture();
   ServerProcess server;
   auto client = server.client();
   int passed = 0, warned = 0;

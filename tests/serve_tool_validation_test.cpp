@@ -9,7 +9,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 json first_request() {
-  const json session = json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  const json& session = session_fixture();
   return session["cases"][0]["request"];
 }
 

@@ -21,6 +21,12 @@ namespace keel::test {
 
 std::filesystem::path tiny_toolcaller_dir() { return source_dir() / "models" / "tiny-toolcaller"; }
 
+const nlohmann::ordered_json& session_fixture() {
+  static const nlohmann::ordered_json session =
+      nlohmann::ordered_json::parse(read_text(shared_dir() / "fixtures/golden/tiny-toolcaller.session.json"));
+  return session;
+}
+
 ServerProcess::ServerProcess(std::vector<std::string> args) {
   bool has_model = false, has_port = false;
   for (const auto& a : args) {

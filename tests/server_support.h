@@ -32,6 +32,8 @@ class ServerProcess {
 };
 
 std::filesystem::path tiny_toolcaller_dir();
+// ../shared/fixtures/golden/tiny-toolcaller.session.json: Claude Code-like requests and answers.
+const nlohmann::ordered_json& session_fixture();
 
 struct SseEvent {
   std::string event;  // empty for OpenAI's data-only events

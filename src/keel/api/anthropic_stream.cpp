@@ -32,6 +32,7 @@ std::string AnthropicStreamWriter::start(const std::string& id, const std::strin
 }
 
 std::string AnthropicStreamWriter::close_block() {
+  pending_whitespace_.clear();
   if (open_ == Open::None) return {};
   std::string out;
   if (open_ == Open::Thinking)
@@ -44,8 +45,21 @@ std::string AnthropicStreamWriter::close_block() {
   return out;
 }
 
-std::string AnthropicStreamWriter::delta(Open kind, std::string_view text) {
-  if (finished_ || text.empty()) return {};
+std::string AnthropicStreamWriter::delta(Open kind, std::string_view piece) {
+  if (finished_ || piece.empty()) return {};
+  std::string text(piece);
+  if (open_ != kind) {
+    // Whitespace alone does not open a block (the "\n" a model writes before a tool call would
+    // otherwise become an empty-looking text block); it is kept and sent with the first real text.
+    if (pending_kind_ != kind) pending_whitespace_.clear();
+    pending_kind_ = kind;
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+      pending_whitespace_ += text;
+      return {};
+    }
+    text = pending_whitespace_ + text;
+    pending_whitespace_.clear();
+  }
   std::string out;
   const char* block_type = kind == Open::Text ? "text" : "thinking";
   if (open_ != kind) {
@@ -55,7 +69,7 @@ std::string AnthropicStreamWriter::delta(Open kind, std::string_view text) {
     out += event("content_block_start", {{"type", "content_block_start"}, {"index", index_}, {"content_block", std::move(block)}});
     open_ = kind;
   }
-  Json d = {{"type", kind == Open::Text ? "text_delta" : "thinking_delta"}, {block_type, std::string(text)}};
+  Json d = {{"type", kind == Open::Text ? "text_delta" : "thinking_delta"}, {block_type, std::move(text)}};
   out += event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(d)}});
   return out;
 }

@@ -22,6 +22,8 @@ class AnthropicStreamWriter final : public StreamWriter {
   Open open_ = Open::None;
   int index_ = 0;  // index of the open block, or of the next one
   bool finished_ = false;
+  Open pending_kind_ = Open::None;
+  std::string pending_whitespace_;  // whitespace-only deltas not yet worth opening a block for
 };
 
 }  // namespace keel::api

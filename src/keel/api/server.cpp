@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <sys/socket.h>
+
 #include "keel/api/server_state.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -106,6 +108,7 @@ struct Server::Impl {
   ServerState state;
   httplib::Server http;
   int port = 0;
+  int listen_fd = -1;
 
   Impl(ServedModel& model, SessionCache& session, ServerOptions options)
       : state{model, session, options, ModelRegistry(model.folder_name(), options.aliases), {},
@@ -115,6 +118,11 @@ struct Server::Impl {
     const size_t threads = state.options.queue_depth + 8;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_payload_max_length(state.options.max_body_bytes);
+    // The library listens with a backlog of 5; remember the socket so bind() can raise it.
+    http.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = sock;
+    });
     http.set_keep_alive_max_count(1000);
     http.set_read_timeout(60, 0);
     http.set_write_timeout(60, 0);
@@ -189,6 +197,9 @@ int Server::bind() {
   const auto& o = impl_->state.options;
   impl_->port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
   if (impl_->port < 0) throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use, or not an address of this machine)");
+  // Many agents (or one agent's parallel tool runs) connect at once: a backlog of 5 would drop
+  // their connections. Listening again on a listening socket only changes its backlog.
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
   return impl_->port;
 }
 

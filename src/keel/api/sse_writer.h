@@ -5,7 +5,9 @@
 // block bookkeeping, so the server never has to know either event grammar.
 //
 // Anthropic (event: NAME\ndata: JSON\n\n): message_start; content blocks opened on their first
-// non-empty delta (never an empty leading text block) and closed when another kind starts;
+// delta that is not only whitespace (never an empty leading text block; whitespace before it is
+// sent with it, whitespace before another kind of block is dropped) and closed when another kind
+// starts;
 // thinking blocks end with a signature_delta (empty: keel signs nothing) before content_block_stop;
 // a tool_use is content_block_start (input {}), one input_json_delta holding the input JSON (key
 // order kept), content_block_stop; finish sends message_delta (stop_reason, stop_sequence, usage)

@@ -21,7 +21,7 @@ namespace keel::eval {
 struct TaskOptions {
   int runs = 3;
   uint64_t seed = 1;           // run r uses seed + r
-  double temperature = 0.7;    // > 0 so that runs with different seeds can differ
+  double temperature = 0.3;    // > 0 so that runs with different seeds can differ
   double top_p = 0.95;
   int64_t max_tokens = 160;
   int tool_retries = 2;

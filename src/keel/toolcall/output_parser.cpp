@@ -95,9 +95,13 @@ class StreamingOutputParser final : public OutputParser {
   // once more text arrives, and asking it later gives the same answer it would have given
   // earlier, so asking less often changes nothing but latency. It is asked again when a byte
   // that can end a value or a marker arrives, or when the call has doubled since it was asked.
-  bool can_wait(std::string_view at) const {
+  bool can_wait(std::string_view at) {
     if (undecided_size_ == 0 || at.size() < undecided_size_ || at.size() >= 2 * undecided_size_) return false;
-    return at.substr(undecided_size_).find_first_of(kDecisiveBytes) == std::string_view::npos;
+    // Only the bytes not looked at before, or the wait itself turns quadratic.
+    const size_t from = std::max(undecided_size_, waited_size_);
+    if (from < at.size() && at.substr(from).find_first_of(kDecisiveBytes) != std::string_view::npos) return false;
+    waited_size_ = at.size();
+    return true;
   }
 
   void emit_text(std::string_view text, std::vector<ParseEvent>& events) {
@@ -152,6 +156,7 @@ class StreamingOutputParser final : public OutputParser {
       if (m.status == Match::Status::NeedMore) {
         if (!eof) {
           undecided_size_ = at.size();
+          waited_size_ = 0;
           break;
         }
         m = detail::not_call(c.opener->marker.size());  // a matcher must decide at eof; never loop
@@ -188,6 +193,7 @@ class StreamingOutputParser final : public OutputParser {
   bool finished_ = false;
   size_t first_event_ = 0;   // deltas are only merged into events appended by the same call
   size_t undecided_size_ = 0;  // size of the text from the pending marker on when its matcher said NeedMore
+  size_t waited_size_ = 0;     // how much of it can_wait() has already looked through
 };
 
 }  // namespace
