@@ -21,7 +21,7 @@ struct Lane {
   }
 
   static int64_t budget_for(const ModelSpec& spec, const PreparedPrompt& prompt) {
-    // Every token at bf16 plus one spare block per layer's worth of slack.
+    // Twice the all-bf16 footprint: a quantized block holds both forms while it is in a window.
     return kv::kv_sequence_bytes(spec, kv::KvPolicy(), prompt.roles) * 2 + (1 << 20);
   }
 

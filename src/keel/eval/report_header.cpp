@@ -52,6 +52,16 @@ std::string policy_formats(const kv::KvPolicy& policy, bool rotate) {
   return out;
 }
 
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
 nlohmann::ordered_json header_json(const ReportHeader& h) {
   nlohmann::ordered_json policies = nlohmann::ordered_json::array();
   for (const PolicyArm& a : h.policies)
@@ -80,13 +90,13 @@ nlohmann::ordered_json header_json(const ReportHeader& h) {
 std::string header_markdown(const ReportHeader& h) {
   std::ostringstream o;
   o << "| | |\n|---|---|\n";
-  o << "| model | `" << h.model << "` (" << h.weight_format << " weights) |\n";
+  o << "| model | `" << markdown_cell(h.model) << "` (" << h.weight_format << " weights) |\n";
   if (!h.baseline_model.empty())
-    o << "| reference | `" << h.baseline_model << "` (" << h.baseline_weight_format << " weights, bf16 KV) |\n";
-  o << "| data | `" << h.data << "` |\n";
+    o << "| reference | `" << markdown_cell(h.baseline_model) << "` (" << h.baseline_weight_format << " weights, bf16 KV) |\n";
+  o << "| data | `" << markdown_cell(h.data) << "` |\n";
   o << "| KV policies |";
   for (size_t i = 0; i < h.policies.size(); ++i)
-    o << (i ? "<br>" : " ") << "**" << h.policies[i].label << "**: `" << h.policies[i].policy.describe() << "` ("
+    o << (i ? "<br>" : " ") << "**" << markdown_cell(h.policies[i].label) << "**: `" << h.policies[i].policy.describe() << "` ("
       << policy_formats(h.policies[i].policy, h.rotate) << ")";
   o << " |\n";
   o << "| rotation | " << (h.rotate ? "on (Walsh-Hadamard below 8 bits)" : "off") << " |\n";
@@ -103,9 +113,9 @@ std::string header_markdown(const ReportHeader& h) {
   if (h.mode == "tools") o << "| sampling | temperature " << h.temperature << " |\n";
   if (!h.reuse.empty()) o << "| cache reuse | " << h.reuse << " |\n";
   o << "| keel | " << h.keel_version << " |\n";
-  o << "| machine | " << h.machine.cpu_model << ", " << h.machine.cores << " threads, SIMD " << h.machine.simd_target
+  o << "| machine | " << markdown_cell(h.machine.cpu_model) << ", " << h.machine.cores << " threads, SIMD " << h.machine.simd_target
     << " |\n";
-  if (!h.command.empty()) o << "| command | `" << h.command << "` |\n";
+  if (!h.command.empty()) o << "| command | `" << markdown_cell(h.command) << "` |\n";
   return o.str();
 }
 

@@ -48,6 +48,9 @@ struct ReportHeader {
 // "bf16", "int8", "int4 (rotated)" ... the formats a policy can store.
 std::string policy_formats(const kv::KvPolicy& policy, bool rotate);
 
+// Text for one Markdown table cell: '|' escaped, newlines flattened.
+std::string markdown_cell(const std::string& text);
+
 nlohmann::ordered_json header_json(const ReportHeader& h);
 std::string header_markdown(const ReportHeader& h);
 

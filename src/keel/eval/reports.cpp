@@ -22,16 +22,7 @@ std::string kl(double v) { return v == 0 ? "0" : fmt("%.3g", v); }
 
 std::string model_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
-// Markdown table cells must not contain a bare '|'.
-std::string cell(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
-  }
-  return out;
-}
+std::string cell(const std::string& s) { return markdown_cell(s); }
 
 }  // namespace
 
