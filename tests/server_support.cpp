@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -52,13 +51,13 @@ ServerProcess::ServerProcess(std::vector<std::string> args) {
   if (rc != 0) throw std::runtime_error("cannot start keel serve");
 
   // The server logs the port it bound once it is ready to accept connections.
-  const std::regex listening("listening on http://127\\.0\\.0\\.1:(\\d+)");
+  const std::string listening = "listening on http://127.0.0.1:";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
-    std::smatch m;
     const std::string text = log();
-    if (std::regex_search(text, m, listening)) {
-      port_ = std::stoi(m[1]);
+    const size_t at = text.find(listening);
+    if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
+      port_ = std::stoi(text.substr(at + listening.size()));
       return;
     }
     if (!running()) throw std::runtime_error("keel serve exited at start:\n" + text);
