@@ -173,6 +173,22 @@ TEST(ApiAnthropicRequest, SamplingStopStreamAndThinking) {
   EXPECT_FALSE(parse(body(R"([{"role":"user","content":"x"}])", R"("thinking":{"type":"disabled"})")).thinking);
 }
 
+TEST(ApiAnthropicRequest, ThinkingTypesMapToABudget) {
+  const std::string msgs = R"([{"role":"user","content":"x"}])";
+  ChatRequest enabled = parse(body(msgs, R"("thinking":{"type":"enabled","budget_tokens":1500})"));
+  EXPECT_TRUE(enabled.thinking);
+  EXPECT_EQ(enabled.reasoning_budget, 1500);
+  ChatRequest adaptive = parse(body(msgs, R"("thinking":{"type":"adaptive","display":"summarized"})"));
+  EXPECT_TRUE(adaptive.thinking);
+  EXPECT_FALSE(adaptive.reasoning_budget.has_value());
+  ChatRequest low = parse(body(msgs, R"("thinking":{"type":"adaptive"},"output_config":{"effort":"low"})"));
+  EXPECT_EQ(low.reasoning_budget, 2048);
+  ChatRequest between = parse(body(msgs, R"("thinking":{"type":"between_tools"})"));
+  EXPECT_TRUE(between.thinking);
+  ChatRequest off = parse(body(msgs, R"("thinking":{"type":"disabled"},"output_config":{"effort":"low"})"));
+  EXPECT_FALSE(off.thinking);
+}
+
 TEST(ApiAnthropicRequest, MaxTokensIsClampedToTheCapOrRejected) {
   RequestLimits limits;
   limits.max_tokens_cap = 1000;
@@ -245,7 +261,9 @@ TEST(ApiAnthropicRequest, EachMalformedRequestIsA400NamingTheField) {
       {R"({"model":"m","max_tokens":10,"messages":[]})", "messages: must contain at least one message"},
       {body(R"([{"role":"user","content":"x"},"hello"])"), "messages.1: expected an object, got string"},
       {body(R"([{"content":"x"}])"), "messages.0.role: field required"},
-      {body(R"([{"role":"system","content":"x"}])"), "messages.0.role: unknown role \"system\" (expected \"user\" or \"assistant\")"},
+      {body(R"([{"role":"tool","content":"x"}])"), "messages.0.role: unknown role \"tool\" (expected \"user\", \"assistant\" or \"system\")"},
+      {body(R"([{"role":"user","content":"x"},{"role":"system","content":[{"type":"tool_use","id":"a","name":"b","input":{}}]}])"),
+       "messages.1.content.0.type: unknown content block type \"tool_use\""},
       {body(R"([{"role":"user"}])"), "messages.0.content: field required"},
       {body(R"([{"role":"user","content":5}])"), "messages.0.content: expected a string or an array of content blocks, got number"},
       {body(R"([{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},)"
@@ -276,7 +294,7 @@ TEST(ApiAnthropicRequest, EachMalformedRequestIsA400NamingTheField) {
       {body(ok_msgs, R"("stop_sequences":"END")"), "stop_sequences: expected an array of strings, got string"},
       {body(ok_msgs, R"("stop_sequences":["a",3])"), "stop_sequences.1: expected a string, got number"},
       {body(ok_msgs, R"("stream":"yes")"), "stream: expected a boolean, got string"},
-      {body(ok_msgs, R"("thinking":{"type":"maybe"})"), "thinking.type: unknown thinking type \"maybe\" (expected enabled or disabled)"},
+      {body(ok_msgs, R"("thinking":{"type":"maybe"})"), "thinking.type: unknown thinking type \"maybe\" (expected enabled, adaptive, between_tools or disabled)"},
       {body(ok_msgs, R"("tools":{})"), "tools: expected an array, got object"},
       {body(ok_msgs, R"("tools":[{"name":"A"}])"), "tools.0.input_schema: field required"},
       {body(ok_msgs, R"("tools":[{"input_schema":{}}])"), "tools.0.name: field required"},

@@ -2,6 +2,8 @@
 // sent, sampling fields and every rejection with its field path.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "keel/api/chat_request.h"
@@ -176,3 +178,35 @@ TEST(ApiOpenAIRequest, DeepNestingIsRejectedBeforeParsing) {
     EXPECT_STREQ(e.what(), "request body nests arrays/objects deeper than 64 levels");
   }
 }
+
+
+TEST(ApiOpenAIRequest, ReasoningEffortMapsToADocumentedBudget) {
+  const std::string msgs = R"([{"role":"user","content":"x"}])";
+  const std::vector<std::pair<std::string, std::optional<int64_t>>> table = {
+      {"minimal", 512}, {"low", 2048}, {"medium", 8192}, {"high", 24576}};
+  for (const auto& [effort, budget] : table) {
+    ChatRequest r = parse(body(msgs, R"("reasoning_effort":")" + effort + "\""));
+    EXPECT_TRUE(r.thinking) << effort;
+    EXPECT_EQ(r.reasoning_budget, budget) << effort;
+  }
+  ChatRequest none = parse(body(msgs, R"("reasoning_effort":"none")"));
+  EXPECT_FALSE(none.thinking);
+  EXPECT_FALSE(none.reasoning_budget.has_value());
+}
+
+TEST(ApiOpenAIRequest, OutputControlsKeelLacksAreRefusedNotIgnored) {
+  const std::string msgs = R"([{"role":"user","content":"x"}])";
+  EXPECT_NO_THROW(parse(body(msgs, R"("response_format":{"type":"text"},"logprobs":false)")));
+  for (const std::string& extra : {std::string(R"("response_format":{"type":"json_object"})"),
+                                   std::string(R"("response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}})"),
+                                   std::string(R"("logprobs":true)"), std::string(R"("top_logprobs":3)")}) {
+    try {
+      parse(body(msgs, extra));
+      ADD_FAILURE() << "accepted: " << extra;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << extra;
+      EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
+    }
+  }
+}
+

@@ -10,6 +10,7 @@
 #include "keel/arch/transformer.h"
 #include "keel/kv/bf16_kv_cache.h"
 #include "keel/model/weights.h"
+#include "keel/util/error.h"
 #include "test_support.h"
 
 namespace keel {
@@ -25,12 +26,44 @@ std::vector<std::filesystem::path> golden_files() {
   return out;
 }
 
+// Goldens of model families and file formats keel does not load yet, with the open issue that
+// adds each. Until then the loader must refuse them with an error that names what is missing;
+// an entry goes when its family lands, and its golden then has to pass.
+const std::vector<std::pair<std::string, std::string>> kNotYetLoadable = {
+    {"tiny-gemma3-random.logits.json", "model_type 'gemma3_text' is not supported"},
+    {"tiny-gemma4-random.logits.json", "model_type 'gemma4' is not supported"},
+    {"tiny-gptoss-random.logits.json", "model_type 'gpt_oss' is not supported"},
+    {"tiny-qwen3moe-random.logits.json", "model_type 'qwen3_moe' is not supported"},
+    {"tiny-qwen3moe-random-mlx4.logits.json", "model_type 'qwen3_moe' is not supported"},
+    {"tiny-qwen3next-random.logits.json", "model_type 'qwen3_next' is not supported"},
+    {"tiny-gptoss-random-MXFP4.gguf.logits.json", "not a model folder"},
+    {"tiny-toolcaller-Q4_0.gguf.logits.json", "not a model folder"},
+    {"tiny-toolcaller-Q4_K_M.gguf.logits.json", "not a model folder"},
+    {"tiny-toolcaller-Q6_K.gguf.logits.json", "not a model folder"},
+    {"tiny-toolcaller-Q8_0.gguf.logits.json", "not a model folder"},
+};
+
+const std::string* refusal_expected(const std::filesystem::path& golden) {
+  for (const auto& [name, refusal] : kNotYetLoadable)
+    if (golden.filename() == name) return &refusal;
+  return nullptr;
+}
+
 int32_t argmax(const float* v, int64_t n) { return static_cast<int32_t>(std::max_element(v, v + n) - v); }
 
 class GoldenLogits : public ::testing::TestWithParam<std::filesystem::path> {};
 
 TEST_P(GoldenLogits, MatchReference) {
   const auto golden = nlohmann::json::parse(test::read_text(GetParam()));
+  if (const std::string* refusal = refusal_expected(GetParam())) {
+    try {
+      load_model(test::shared_dir() / golden["model"].get<std::string>());
+      ADD_FAILURE() << GetParam().filename() << " loads now: remove it from kNotYetLoadable so its golden is checked";
+    } catch (const keel::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(*refusal), std::string::npos) << e.what();
+    }
+    GTEST_SKIP() << golden["model"].get<std::string>() << " is refused as expected (" << *refusal << ")";
+  }
   const ModelWeights weights = load_model(test::shared_dir() / golden["model"].get<std::string>());
   const double tolerance = golden["tolerance_max_abs"].get<double>();
   ThreadPool pool(2);

@@ -76,18 +76,6 @@ TEST(ServeConcurrency, AFullQueueAnswersOverloaded) {
   EXPECT_EQ(client.Post("/v1/messages", request("hi", 2).dump(), "application/json")->status, 200);
 }
 
-// A random-weight copy of tiny-toolcaller (same shapes and tokenizer): it practically never samples
-// the end-of-sequence token, so its answers run to max_tokens.
-std::filesystem::path random_talker(const TempDir& dir) {
-  const auto out = dir.path() / "random-talker";
-  const auto src = tiny_toolcaller_dir();
-  const CommandResult r = run_command(keel_binary().string() + " synth --config " + (src / "config.json").string() +
-                                      " --dtype bf16 --out " + out.string());
-  if (r.exit_code != 0) throw std::runtime_error(r.output);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) std::filesystem::copy_file(src / f, out / f);
-  return out;
-}
-
 TEST(ServeConcurrency, DisconnectMidStreamStopsGenerationAndFreesTheEngine) {
   TempDir dir;
   ServerProcess server({"--model", random_talker(dir).string()});

@@ -135,6 +135,62 @@ JsonResponse post_json(httplib::Client& client, const std::string& path, const n
   return out;
 }
 
+std::filesystem::path random_talker(const TempDir& dir) {
+  const auto out = dir.path() / "random-talker";
+  const auto src = tiny_toolcaller_dir();
+  const CommandResult r = run_command(keel_binary().string() + " synth --config " + (src / "config.json").string() +
+                                      " --dtype bf16 --out " + out.string());
+  if (r.exit_code != 0) throw std::runtime_error(r.output);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) std::filesystem::copy_file(src / f, out / f);
+  return out;
+}
+
+RawResponse raw_request(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    throw std::runtime_error("connect failed");
+  }
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  // Read one response: its head, then Content-Length bytes of body (or up to the close).
+  RawResponse out;
+  std::string got;
+  size_t head_end = std::string::npos, body_length = std::string::npos;
+  char buf[4096];
+  while (head_end == std::string::npos || body_length == std::string::npos || got.size() < head_end + 4 + body_length) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+    if (head_end == std::string::npos && (head_end = got.find("\r\n\r\n")) != std::string::npos) {
+      std::istringstream head(got.substr(0, head_end));
+      std::string line;
+      std::getline(head, line);  // the status line
+      while (std::getline(head, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        out.headers.emplace(line.substr(0, colon), line.substr(std::min(line.size(), line.find_first_not_of(' ', colon + 1))));
+      }
+      if (out.headers.count("Content-Length")) body_length = std::stoul(out.headers.find("Content-Length")->second);
+    }
+  }
+  close(fd);
+  if (got.rfind("HTTP/1.", 0) != 0 || head_end == std::string::npos)
+    throw std::runtime_error("not an HTTP response: " + got.substr(0, 200));
+  out.status = std::stoi(got.substr(got.find(' ') + 1, 3));
+  out.body = got.substr(head_end + 4, body_length);
+  return out;
+}
+
 std::string read_then_hang_up(int port, const std::string& path, const std::string& body, size_t bytes) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket failed");

@@ -32,6 +32,10 @@ class ServerProcess {
 };
 
 std::filesystem::path tiny_toolcaller_dir();
+// A random-weight copy of tiny-toolcaller (same shapes and tokenizer), written into `dir` by
+// `keel synth`: it practically never samples the end-of-sequence token, so its answers run to
+// max_tokens. Served under the name "random-talker".
+std::filesystem::path random_talker(const TempDir& dir);
 // ../shared/fixtures/golden/tiny-toolcaller.session.json: Claude Code-like requests and answers.
 const nlohmann::ordered_json& session_fixture();
 
@@ -54,6 +58,15 @@ JsonResponse post_json(httplib::Client& client, const std::string& path, const n
 }  // namespace keel::test
 
 namespace keel::test {
+
+// Sends `request` byte for byte over a plain socket (the caller writes every header, Host or no
+// Host) and reads one response: its head and Content-Length bytes of body, or up to the close.
+struct RawResponse {
+  int status = 0;
+  httplib::Headers headers;
+  std::string body;
+};
+RawResponse raw_request(int port, const std::string& request);
 
 // Sends a POST over a plain socket, reads at least `bytes` bytes of the answer, then closes the
 // connection mid-response, as a client that goes away does. Returns what it read.

@@ -1,4 +1,5 @@
 // keel serve: the Anthropic Messages and OpenAI Chat Completions APIs over one local model.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "keel/api/http_access.h"
 #include "keel/api/model_registry.h"
 #include "keel/api/server.h"
 #include "keel/engine/served_model.h"
@@ -29,6 +31,27 @@ std::optional<std::string> flag_or_env(const Args& args, const std::string& flag
   for (char c : flag) env += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (const char* v = std::getenv(env.c_str()); v && *v) return std::string(v);
   return std::nullopt;
+}
+
+// A repeatable flag: every --flag given (each may also list values separated by commas), else the
+// comma-separated list in KEEL_FLAG.
+std::vector<std::string> list_flag(const Args& args, const std::string& flag) {
+  std::vector<std::string> given = args.get_all(flag);
+  if (given.empty())
+    if (auto v = flag_or_env(args, flag)) given.push_back(*v);
+  std::vector<std::string> out;
+  for (const auto& value : given) {
+    size_t at = 0;
+    while (at <= value.size()) {
+      const size_t comma = std::min(value.find(',', at), value.size());
+      std::string item = value.substr(at, comma - at);
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      if (!item.empty()) out.push_back(item);
+      at = comma + 1;
+    }
+  }
+  return out;
 }
 
 long int_flag(const Args& args, const std::string& flag, long fallback, long min) {
@@ -97,6 +120,12 @@ ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
     p = plan::plan_model(request);
   }
   const ModelSpec spec = read_model_spec(p.config_path);
+  // Positions past the model's limit were never trained (and its RoPE tables end there): a context
+  // beyond it would accept conversations the model cannot read.
+  if (request.context && *request.context > spec.max_position)
+    throw Error("--context " + std::to_string(*request.context) + " is more than the model's max_position_embeddings (" +
+                std::to_string(spec.max_position) + ", " + p.config_path.string() + "); use --context " +
+                std::to_string(spec.max_position) + " or less");
   const auto full_bytes = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), p.context) *
                                                static_cast<double>(p.context));
   ServingPlan out{p, kv::KvPolicy(), 0, ""};
@@ -128,6 +157,32 @@ ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
   return out;
 }
 
+// Who besides local programs may call: said at start, with a warning for each rule turned off.
+void log_access(const api::ServerOptions& o) {
+  auto joined = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+    return out;
+  };
+  const auto has_star = [](const std::vector<std::string>& items) {
+    return std::find(items.begin(), items.end(), "*") != items.end();
+  };
+  if (has_star(o.allow_origins))
+    std::fprintf(stderr, "keel serve: warning: --allow-origin '*': every web page this machine's browsers open may call "
+                         "this server%s\n",
+                 o.api_key.empty() ? " and run the model (no --api-key)" : "");
+  else if (!o.allow_origins.empty())
+    std::fprintf(stderr, "keel serve: web pages allowed to call (--allow-origin): %s\n", joined(o.allow_origins).c_str());
+  if (has_star(o.allow_hosts))
+    std::fprintf(stderr, "keel serve: warning: --allow-host '*': any Host name is accepted, so DNS rebinding is not "
+                         "blocked\n");
+  else if (!o.allow_hosts.empty())
+    std::fprintf(stderr, "keel serve: Host names accepted besides loopback (--allow-host): %s\n", joined(o.allow_hosts).c_str());
+  if ((o.host == "0.0.0.0" || o.host == "::") && o.allow_hosts.empty())
+    std::fprintf(stderr, "keel serve: listening on every address, but only requests addressed to a loopback name are "
+                         "answered; add --allow-host NAME for each name other machines use\n");
+}
+
 void wait_for_shutdown_signal(api::Server& server) {
   sigset_t signals;
   sigemptyset(&signals);
@@ -143,10 +198,20 @@ void wait_for_shutdown_signal(api::Server& server) {
 
 int serve_command(const CommandArgs& argv) {
   Args args(argv, {"model", "alias", "host", "port", "api-key", "threads", "context", "kv-policy", "kv-memory",
-                   "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb"});
+                   "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb",
+                   "allow-origin", "allow-host"});
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const auto model_dir = flag_or_env(args, "model");
   if (!model_dir) throw Error("--model DIR is required (or KEEL_MODEL)");
+
+  api::ServerOptions options;
+  options.host = flag_or_env(args, "host").value_or("127.0.0.1");
+  options.api_key = flag_or_env(args, "api-key").value_or("");
+  options.allow_hosts = list_flag(args, "allow-host");
+  options.allow_origins = list_flag(args, "allow-origin");
+  // A value that can never match (an origin without its scheme) is refused before the model loads.
+  const api::AccessRules access_check(
+      api::AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_key});
 
   // Refuse before loading anything what cannot fit (the plan says why).
   const ServingPlan serving = plan_serving(args, *model_dir);
@@ -161,10 +226,7 @@ int serve_command(const CommandArgs& argv) {
   ServedModel model(model_options);
   SessionCache session(model.weights().spec, serving.kv_budget, serving.policy, rotate == "on", plan.context);
 
-  api::ServerOptions options;
-  options.host = flag_or_env(args, "host").value_or("127.0.0.1");
   options.port = static_cast<int>(int_flag(args, "port", 4000, 0));
-  options.api_key = flag_or_env(args, "api-key").value_or("");
   options.aliases = args.get_all("alias");
   if (options.aliases.empty())
     if (auto a = flag_or_env(args, "alias")) options.aliases.push_back(*a);
@@ -206,6 +268,7 @@ int serve_command(const CommandArgs& argv) {
       std::fprintf(stderr, "keel serve: --alias '*': every model name a client sends is answered by %s\n",
                    model.dir().string().c_str());
   if (!options.api_key.empty()) std::fprintf(stderr, "keel serve: API key required (x-api-key or Authorization: Bearer)\n");
+  log_access(options);
   std::fprintf(stderr, "keel serve: listening on http://%s:%d\n", options.host.c_str(), port);
   std::fflush(stderr);
 

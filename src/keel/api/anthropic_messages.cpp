@@ -161,8 +161,14 @@ void convert_anthropic_messages(const Json& messages, Json& out) {
       convert_user(content, content_path, names, out);
     } else if (role == "assistant") {
       convert_assistant(content, content_path, names, out);
+    } else if (role == "system") {
+      // Mid-conversation system message (beta mid-conversation-system-2026-04-07): kept in place;
+      // chat::render_conversation folds it into a user turn for templates that refuse it there.
+      std::string text = text_of_blocks(content, content_path);
+      if (!text.empty()) out.push_back({{"role", "system"}, {"content", std::move(text)}});
     } else {
-      reject_field(join_path(path, "role"), "unknown role \"" + role + "\" (expected \"user\" or \"assistant\")");
+      reject_field(join_path(path, "role"),
+                   "unknown role \"" + role + "\" (expected \"user\", \"assistant\" or \"system\")");
     }
   }
 }

@@ -12,6 +12,9 @@
 // - assistant text -> "content", thinking -> "reasoning_content", tool_use -> "tool_calls"
 //   [{"id","type":"function","function":{"name","arguments": <input object, key order kept>}}];
 //   redacted_thinking is dropped (its content is encrypted).
+// - a system message inside `messages` (Claude Code's mid-conversation system messages, string or
+//   text blocks) -> {"role":"system"} at the same place; rendered in place or folded into a user
+//   turn by chat::render_conversation (chat/system_fold.h). Without text it is dropped.
 // - image and document blocks -> 400 "image content is not supported yet".
 #include "keel/api/request_json.h"
 

@@ -66,16 +66,25 @@ std::vector<std::string> read_stop_sequences(const Json& stops) {
   return out;
 }
 
-bool read_thinking(const Json& thinking) {
+// thinking: {"type": "enabled", "budget_tokens": N} | {"type": "adaptive"} (the effort, if any, is in
+// output_config.effort) | {"type": "between_tools"} | {"type": "disabled"}. "display" and other
+// presentation fields change nothing here.
+void read_thinking(const Json& thinking, const Json& root, ChatRequest& request) {
   expect_object(thinking, "thinking");
   std::string type = require_string(thinking, "type", "thinking");
-  if (type == "disabled") return false;
-  if (type == "enabled" || type == "adaptive") {
-    if (auto budget = optional_int(thinking, "budget_tokens", "thinking"); budget && *budget < 0)
-      reject_field("thinking.budget_tokens", "must not be negative");
-    return true;
+  if (type == "disabled") return;
+  if (type == "enabled" || type == "adaptive" || type == "between_tools") {
+    request.thinking = true;
+    if (auto budget = optional_int(thinking, "budget_tokens", "thinking")) {
+      if (*budget < 0) reject_field("thinking.budget_tokens", "must not be negative");
+      request.reasoning_budget = *budget;
+    } else if (const Json* config = find_field(root, "output_config"); config != nullptr && config->is_object()) {
+      if (auto effort = optional_string(*config, "effort", "output_config"))
+        request.reasoning_budget = reasoning_budget_for_effort(*effort);
+    }
+    return;
   }
-  reject_field("thinking.type", "unknown thinking type \"" + type + "\" (expected enabled or disabled)");
+  reject_field("thinking.type", "unknown thinking type \"" + type + "\" (expected enabled, adaptive, between_tools or disabled)");
 }
 
 ChatRequest parse(std::string_view body, const RequestLimits& limits, bool max_tokens_required) {
@@ -112,7 +121,7 @@ ChatRequest parse(std::string_view body, const RequestLimits& limits, bool max_t
     request.stop_sequences = read_stop_sequences(*stops);
   request.stream = optional_bool(root, "stream", "").value_or(false);
   if (const Json* thinking = find_field(root, "thinking"); thinking != nullptr && !thinking->is_null())
-    request.thinking = read_thinking(*thinking);
+    read_thinking(*thinking, root, request);
   return request;
 }
 

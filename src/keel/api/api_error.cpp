@@ -11,10 +11,24 @@ ApiError::ApiError(int status_code, std::string error_type, std::string message)
 
 ApiError invalid_request(std::string message) { return {400, "invalid_request_error", std::move(message)}; }
 ApiError authentication_failed(std::string message) { return {401, "authentication_error", std::move(message)}; }
+ApiError permission_denied(std::string message) { return {403, "permission_error", std::move(message)}; }
 ApiError not_found(std::string message) { return {404, "not_found_error", std::move(message)}; }
+ApiError model_not_found(std::string message) {
+  ApiError e(404, "not_found_error", std::move(message));
+  e.code = "model_not_found";
+  return e;
+}
 ApiError request_too_large(std::string message) { return {413, "request_too_large", std::move(message)}; }
+ApiError unsupported_media_type(std::string message) { return {415, "invalid_request_error", std::move(message)}; }
 ApiError overloaded(std::string message) { return {529, "overloaded_error", std::move(message)}; }
 ApiError internal_error(std::string message) { return {500, "api_error", std::move(message)}; }
+ApiError prompt_too_long(int64_t prompt_tokens, int64_t context_tokens) {
+  ApiError e(400, "invalid_request_error",
+             "prompt is too long: " + std::to_string(prompt_tokens) + " tokens > " +
+                 std::to_string(context_tokens - 1) + " maximum");
+  e.code = "context_length_exceeded";
+  return e;
+}
 
 namespace {
 
@@ -24,9 +38,10 @@ const char* openai_type(int status) {
   return "invalid_request_error";
 }
 
-nlohmann::ordered_json openai_code(int status) {
-  if (status == 401) return "invalid_api_key";
-  if (status == 429) return "rate_limit_exceeded";
+nlohmann::ordered_json openai_code(const ApiError& error) {
+  if (!error.code.empty()) return error.code;
+  if (error.status == 401) return "invalid_api_key";
+  if (error.status == 429) return "rate_limit_exceeded";
   return nullptr;
 }
 
@@ -43,8 +58,18 @@ std::string error_body(Protocol protocol, const ApiError& error) {
     e["message"] = error.what();
     e["type"] = openai_type(error_status(protocol, error));
     e["param"] = nullptr;
-    e["code"] = openai_code(error.status);
+    e["code"] = openai_code(error);
   }
+  return to_json_text(body);
+}
+
+std::string shared_error_body(const ApiError& error) {
+  nlohmann::ordered_json body;
+  body["type"] = "error";
+  body["error"]["type"] = error.type;
+  body["error"]["message"] = error.what();
+  body["error"]["param"] = nullptr;
+  body["error"]["code"] = openai_code(error);
   return to_json_text(body);
 }
 

@@ -2,6 +2,7 @@
 // A failure the client is told about, in the envelope of the protocol it spoke. The status and the
 // Anthropic error type travel together so that every layer (request parsing, model lookup, queue)
 // raises one kind of exception and the HTTP edge only has to pick the envelope.
+#include <cstdint>
 #include <string>
 
 #include "keel/util/error.h"
@@ -17,21 +18,31 @@ struct ApiError : keel::Error {
   ApiError(int status, std::string type, std::string message);
   int status;
   std::string type;
+  std::string code;  // OpenAI's machine-readable `code` ("context_length_exceeded", ...); empty: derived from status
 };
 
 // The common cases, so call sites cannot pair a status with the wrong type.
 ApiError invalid_request(std::string message);     // 400
 ApiError authentication_failed(std::string message);  // 401
+ApiError permission_denied(std::string message);   // 403 permission_error
 ApiError not_found(std::string message);           // 404
+ApiError model_not_found(std::string message);     // 404 not_found_error, OpenAI code "model_not_found"
 ApiError request_too_large(std::string message);   // 413
+ApiError unsupported_media_type(std::string message);  // 415 invalid_request_error
 ApiError overloaded(std::string message);          // 529 (OpenAI: 503)
 ApiError internal_error(std::string message);      // 500
+// The prompt leaves no room to generate: 400 with the wording Claude Code compacts on
+// ("prompt is too long: N tokens > M maximum"), OpenAI code context_length_exceeded.
+ApiError prompt_too_long(int64_t prompt_tokens, int64_t context_tokens);
 
 // Anthropic: {"type":"error","error":{"type":...,"message":...}}
 // OpenAI:    {"error":{"message":...,"type":...,"param":null,"code":...}}
 // OpenAI types: 4xx -> "invalid_request_error" (429 -> "rate_limit_error"), 5xx -> "server_error";
-// code is "invalid_api_key" for 401, "rate_limit_exceeded" for 429, else null.
+// code is error.code when set, else "invalid_api_key" for 401, "rate_limit_exceeded" for 429, else null.
 std::string error_body(Protocol protocol, const ApiError& error);
+// For routes both SDKs call (/v1/models): Anthropic's envelope whose error object also carries
+// OpenAI's "param" and "code", so either SDK finds what it reads.
+std::string shared_error_body(const ApiError& error);
 // The HTTP status to answer with: OpenAI has no 529, so overloaded becomes 503 there.
 int error_status(Protocol protocol, const ApiError& error);
 

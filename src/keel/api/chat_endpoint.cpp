@@ -1,5 +1,6 @@
 // The chat routes: parse the request, render and tokenize it on the HTTP thread, queue the turn to
 // the engine thread, and answer with a JSON body or an SSE stream fed by the turn's events.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <random>
 
 #include "keel/api/chat_result.h"
+#include "keel/api/connection_probe.h"
 #include "keel/api/server_state.h"
 #include "keel/api/sse_writer.h"
 #include "keel/engine/chat_turn.h"
@@ -32,6 +34,25 @@ struct Job {
   std::optional<ApiError> error;
   std::atomic<bool> cancelled{false};
 };
+
+// How often a waiting HTTP thread looks at its connection: a client that left is noticed within
+// this, and the engine stops before its next prefill chunk or decode step.
+constexpr std::chrono::milliseconds kProbeInterval{50};
+
+// Waits until `ready` holds (under job->mutex) or `timeout` passes, and cancels the job as soon as
+// the client is gone. Returns ready().
+template <typename Ready>
+bool wait_on_job(Job& job, std::unique_lock<std::mutex>& lock, const ConnectionProbe& probe,
+                 std::chrono::milliseconds timeout, Ready ready) {
+  const auto deadline = Clock::now() + timeout;
+  while (!ready()) {
+    if (probe.client_gone()) job.cancelled = true;
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    job.changed.wait_for(lock, std::min<Clock::duration>(kProbeInterval, deadline - now), ready);
+  }
+  return true;
+}
 
 ChatRequest parse_request(Protocol protocol, const std::string& body, const RequestLimits& limits) {
   return protocol == Protocol::Anthropic ? parse_anthropic_request(body, limits) : parse_openai_request(body, limits);
@@ -73,6 +94,10 @@ TurnOptions turn_options(const ChatRequest& r, const ServerState& s) {
   o.parallel_tool_calls = r.parallel_tool_calls;
   o.tool_retries = s.options.tool_retries;
   o.reasoning = s.model.reasoning().kind != toolcall::ReasoningKind::None;
+  // Thinking off: a switchable template is rendered with enable_thinking false (ServedModel::prepare);
+  // a model that always reasons gets a budget of 0, so its block is closed at once.
+  if (r.thinking) o.reasoning_budget = r.reasoning_budget;
+  else if (s.model.reasoning().kind == toolcall::ReasoningKind::AlwaysOn) o.reasoning_budget = 0;
   return o;
 }
 
@@ -130,7 +155,11 @@ std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::
                  static_cast<long long>(st.reused_tokens), static_cast<long long>(st.output_tokens),
                  static_cast<long long>(st.valid_calls),
                  st.invalid_calls ? (", " + std::to_string(st.invalid_calls) + " invalid").c_str() : "", seconds,
-                 result.finish == TurnFinish::Cancelled ? ", cancelled (client gone)" : "",
+                 result.finish == TurnFinish::Cancelled
+                     ? (", cancelled (client gone) after " + std::to_string(st.reused_tokens + st.prefilled_tokens) +
+                        " of " + std::to_string(st.prompt_tokens) + " prompt tokens")
+                           .c_str()
+                     : "",
                  error ? (", error: " + std::string(error->what())).c_str() : "");
     std::lock_guard lock(job->mutex);
     job->result = std::move(result);
@@ -176,14 +205,14 @@ int64_t unix_now() {
 }
 
 void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const std::shared_ptr<Job>& job,
-                  httplib::Response& res) {
+                  const ConnectionProbe& probe, httplib::Response& res) {
   ChatResult out;
   out.id = new_message_id(protocol);
   out.model = r.model;
   {
     std::unique_lock lock(job->mutex);
     while (true) {
-      job->changed.wait(lock, [&] { return job->finished || !job->events.empty(); });
+      wait_on_job(*job, lock, probe, std::chrono::hours(24), [&] { return job->finished || !job->events.empty(); });
       while (!job->events.empty()) {
         append_block(out.blocks, std::move(job->events.front()), protocol);
         job->events.pop_front();
@@ -215,6 +244,7 @@ struct StreamState {
   bool text_open = false;  // a text block has non-whitespace content (leading blank text is held)
   std::string held_blank;  // whitespace-only text not yet sent
   std::chrono::milliseconds ping_interval;
+  std::unique_ptr<ConnectionProbe> probe;
 };
 
 bool write_or_cancel(StreamState& st, httplib::DataSink& sink, const std::string& data) {
@@ -256,7 +286,8 @@ void start_stream(StreamState& st, httplib::DataSink& sink) {
   Usage usage = st.usage_at_start;
   {
     std::unique_lock lock(st.job->mutex);
-    st.job->changed.wait_for(lock, st.ping_interval, [&] { return st.job->finished || st.job->reused_tokens; });
+    wait_on_job(*st.job, lock, *st.probe, st.ping_interval,
+                [&] { return st.job->finished || st.job->reused_tokens.has_value(); });
     if (st.job->reused_tokens) {
       usage.cache_read_input_tokens = *st.job->reused_tokens;
       usage.input_tokens -= *st.job->reused_tokens;
@@ -278,7 +309,8 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
   std::optional<ApiError> error;
   {
     std::unique_lock lock(st.job->mutex);
-    st.job->changed.wait_for(lock, st.ping_interval, [&] { return st.job->finished || !st.job->events.empty(); });
+    wait_on_job(*st.job, lock, *st.probe, st.ping_interval,
+                [&] { return st.job->finished || !st.job->events.empty(); });
     events.swap(st.job->events);
     finished = st.job->finished;
     if (finished) {
@@ -298,6 +330,14 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
   return true;
 }
 
+// The prompt's length is known before anything is queued or streamed, so a prompt that leaves no
+// room to generate is a client error (Claude Code compacts its conversation on this wording), and
+// max_tokens is clamped to the room left: the turn then ends with max_tokens when the context is full.
+void fit_to_context(ChatRequest& r, int64_t prompt_tokens, int64_t context_tokens) {
+  if (prompt_tokens >= context_tokens) throw prompt_too_long(prompt_tokens, context_tokens);
+  r.max_tokens = std::min(r.max_tokens, context_tokens - prompt_tokens);
+}
+
 }  // namespace
 
 void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req, httplib::Response& res) {
@@ -306,12 +346,14 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
     ChatRequest r = parse_request(protocol, req.body, s.options.limits);
     s.registry.require(r.model);
     auto prompt = std::make_shared<const PreparedPrompt>(prepare_prompt(s.model, r));
+    fit_to_context(r, static_cast<int64_t>(prompt->ids.size()), s.session.capacity());
     auto job = std::make_shared<Job>();
+    auto probe = std::make_unique<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     const std::string label = std::string("POST ") + route + " model \"" + r.model + "\"" + (r.stream ? " stream" : "");
     if (!s.queue.submit(engine_job(s, job, prompt, turn_options(r, s), label)))
       throw overloaded("the server is busy: " + std::to_string(s.queue.max_waiting()) +
                        " requests are already waiting; retry shortly");
-    if (!r.stream) return answer_whole(s, protocol, r, job, res);
+    if (!r.stream) return answer_whole(s, protocol, r, job, *probe, res);
 
     auto st = std::make_shared<StreamState>();
     st->job = job;
@@ -321,6 +363,7 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
     st->usage_at_start.input_tokens = static_cast<int64_t>(prompt->ids.size());
     st->protocol = protocol;
     st->ping_interval = s.options.ping_interval;
+    st->probe = std::move(probe);
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(

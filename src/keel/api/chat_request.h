@@ -56,13 +56,21 @@ struct ChatRequest {
   std::vector<std::string> stop_sequences;  // Anthropic stop_sequences / OpenAI stop (string or array)
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage
-  // Anthropic thinking.type "enabled" (or "adaptive") / OpenAI reasoning_effort other than "none":
-  // the template's enable_thinking.
+  // Anthropic thinking.type "enabled", "adaptive" or "between_tools" / OpenAI reasoning_effort
+  // other than "none": the template's enable_thinking.
   bool thinking = false;
+  // The most reasoning tokens before keel closes the reasoning block (Anthropic
+  // thinking.budget_tokens, or the budget an effort level maps to: reasoning_budget_for_effort).
+  // nullopt: the model decides.
+  std::optional<int64_t> reasoning_budget;
   // The last message is the assistant's: the client prefills the start of the answer (Anthropic
   // allows this). The renderer should continue that message instead of opening a new turn.
   bool assistant_prefill = false;
 };
+
+// Reasoning budgets for effort levels (OpenAI reasoning_effort, Anthropic output_config.effort):
+// minimal 512, low 2048, medium 8192, high 24576 tokens; "max"/"xhigh" and unknown levels: no limit.
+std::optional<int64_t> reasoning_budget_for_effort(std::string_view effort);
 
 // Both throw ApiError (400 invalid_request_error naming the field, e.g.
 // "messages.3.content.0.type: unknown content block type \"foo\"") for anything malformed.

@@ -35,11 +35,20 @@ void Metrics::count_turn(const TurnCounts& t) {
   totals_.valid_calls += t.valid_calls;
   totals_.invalid_calls += t.invalid_calls;
   totals_.retried_calls += t.retried_calls;
-  if (t.cached_tokens > 0) ++prefix_hits_;
+  if (t.cached_tokens > 0) {
+    ++prefix_hits_;
+  } else if (t.prompt_tokens > 0) {
+    ++prefix_misses_;
+  }
   first_token_.sum += t.first_token_seconds;
   ++first_token_.count;
   duration_.sum += t.total_seconds;
   ++duration_.count;
+}
+
+PrefixCounts Metrics::prefix() const {
+  std::lock_guard lock(mutex_);
+  return {prefix_hits_, prefix_misses_, totals_.cached_tokens};
 }
 
 std::string Metrics::prometheus(
@@ -63,6 +72,10 @@ std::string Metrics::prometheus(
   sample(out, "keel_tool_calls_total", static_cast<double>(totals_.retried_calls), "result=\"retried\"");
   family(out, "keel_prefix_cache_hits_total", "counter", "Turns that reused a cached prefix.");
   sample(out, "keel_prefix_cache_hits_total", static_cast<double>(prefix_hits_));
+  family(out, "keel_prefix_cache_misses_total", "counter", "Turns that prefilled their whole prompt.");
+  sample(out, "keel_prefix_cache_misses_total", static_cast<double>(prefix_misses_));
+  family(out, "keel_prefix_cache_hit_rate", "gauge", "Share of turns that reused a cached prefix.");
+  sample(out, "keel_prefix_cache_hit_rate", PrefixCounts{prefix_hits_, prefix_misses_, 0}.hit_rate());
   family(out, "keel_time_to_first_token_seconds", "summary", "Time from the start of a turn to its first token.");
   sample(out, "keel_time_to_first_token_seconds_sum", first_token_.sum);
   sample(out, "keel_time_to_first_token_seconds_count", static_cast<double>(first_token_.count));

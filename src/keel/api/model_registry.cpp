@@ -31,7 +31,7 @@ void ModelRegistry::require(const std::string& name) const {
   if (answers_to(name)) return;
   std::string served;
   for (const auto& n : names()) served += (served.empty() ? "\"" : ", \"") + n + "\"";
-  throw not_found("model \"" + name + "\" is not served here; this server answers to " + served +
+  throw model_not_found("model \"" + name + "\" is not served here; this server answers to " + served +
                   " (add names with --alias NAME, or --alias '*' for any name)");
 }
 

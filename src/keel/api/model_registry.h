@@ -13,7 +13,7 @@ class ModelRegistry {
   ModelRegistry(std::string folder_name, std::vector<std::string> aliases);
 
   bool answers_to(const std::string& name) const;
-  // Throws ApiError 404 not_found_error naming the served names.
+  // Throws ApiError 404 not_found_error (OpenAI code "model_not_found") naming the served names.
   void require(const std::string& name) const;
 
   const std::string& id() const { return folder_name_; }

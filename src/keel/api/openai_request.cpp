@@ -71,6 +71,22 @@ std::vector<std::string> read_stop(const Json& stop) {
   return out;
 }
 
+// Output controls keel does not implement are refused, never silently ignored.
+void reject_unsupported_outputs(const Json& root) {
+  if (const Json* format = find_field(root, "response_format"); format != nullptr && !format->is_null()) {
+    expect_object(*format, "response_format");
+    const std::string type = require_string(*format, "type", "response_format");
+    if (type != "text")
+      reject_field("response_format.type", "\"" + type +
+                                               "\" is not supported: keel does not constrain output to JSON yet; "
+                                               "use a tool with a schema (calls are validated) or omit response_format");
+  }
+  if (optional_bool(root, "logprobs", "").value_or(false))
+    reject_field("logprobs", "log probabilities are not supported yet; omit logprobs");
+  if (const Json* top = find_field(root, "top_logprobs"); top != nullptr && !top->is_null())
+    reject_field("top_logprobs", "log probabilities are not supported yet; omit top_logprobs");
+}
+
 }  // namespace
 
 ChatRequest parse_openai_request(std::string_view body, const RequestLimits& limits) {
@@ -117,7 +133,11 @@ ChatRequest parse_openai_request(std::string_view body, const RequestLimits& lim
     expect_object(*options, "stream_options");
     request.include_usage = optional_bool(*options, "include_usage", "stream_options").value_or(false);
   }
-  if (auto effort = optional_string(root, "reasoning_effort", "")) request.thinking = *effort != "none";
+  if (auto effort = optional_string(root, "reasoning_effort", ""); effort && *effort != "none") {
+    request.thinking = true;
+    request.reasoning_budget = reasoning_budget_for_effort(*effort);
+  }
+  reject_unsupported_outputs(root);
   return request;
 }
 

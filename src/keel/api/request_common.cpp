@@ -61,3 +61,15 @@ void check_tool_choice_against_tools(const ChatRequest& request, const std::stri
 }
 
 }  // namespace keel::api
+
+namespace keel::api {
+
+std::optional<int64_t> reasoning_budget_for_effort(std::string_view effort) {
+  if (effort == "minimal") return 512;
+  if (effort == "low") return 2048;
+  if (effort == "medium") return 8192;
+  if (effort == "high") return 24576;
+  return std::nullopt;
+}
+
+}  // namespace keel::api

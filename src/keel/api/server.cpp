@@ -2,9 +2,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <random>
 
 #include <sys/socket.h>
 
+#include "keel/api/http_access.h"
 #include "keel/api/server_state.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -19,16 +22,64 @@ void send_error(httplib::Response& res, Protocol protocol, const ApiError& error
 
 namespace {
 
-// The OpenAI routes answer in OpenAI's envelope; everything else in Anthropic's.
-Protocol protocol_of(const std::string& path) {
-  return path.rfind("/v1/chat/", 0) == 0 || path == "/v1/completions" ? Protocol::OpenAI : Protocol::Anthropic;
+// The OpenAI routes answer in OpenAI's envelope; /v1/models, which both SDKs call, in both at once
+// (shared_error_body); everything else in Anthropic's.
+enum class Envelope { Anthropic, OpenAI, Shared };
+
+Envelope envelope_of(const std::string& path) {
+  if (path.rfind("/v1/chat/", 0) == 0 || path == "/v1/completions") return Envelope::OpenAI;
+  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) return Envelope::Shared;
+  return Envelope::Anthropic;
 }
 
-bool authorized(const ServerState& s, const httplib::Request& req) {
-  if (s.options.api_key.empty()) return true;
-  if (req.get_header_value("x-api-key") == s.options.api_key) return true;
-  const std::string auth = req.get_header_value("Authorization");
-  return auth == "Bearer " + s.options.api_key;
+void send_error_for(httplib::Response& res, const std::string& path, const ApiError& error) {
+  switch (envelope_of(path)) {
+    case Envelope::Anthropic: return send_error(res, Protocol::Anthropic, error);
+    case Envelope::OpenAI: return send_error(res, Protocol::OpenAI, error);
+    case Envelope::Shared:
+      res.status = error.status;
+      res.set_content(shared_error_body(error), "application/json");
+      return;
+  }
+}
+
+// The metrics label of a path: its route, or "other" for every path no route serves, so that a
+// scan of random URLs cannot add a series per URL to /metrics.
+std::string route_label(const std::string& path) {
+  static const char* const kRoutes[] = {"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions",
+                                        "/v1/models", "/health", "/metrics"};
+  for (const char* route : kRoutes)
+    if (path == route) return path;
+  if (path.size() > 11 && path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+// "req_" and 24 random characters: the form of Anthropic's request ids.
+std::string new_request_id() {
+  static constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<size_t> pick(0, sizeof kAlphabet - 2);
+  std::string id = "req_";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+  return id;
+}
+
+// Text from the client (a path, a header) on one log line: printable ASCII, bounded.
+std::string printable(const std::string& text, size_t limit = 200) {
+  std::string out;
+  for (char c : text.substr(0, limit)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (text.size() > limit) out += "...";
+  return out;
+}
+
+// Why an error response was sent: the message of the envelope this server wrote (every envelope
+// keeps it at error.message). Never the request body.
+std::string error_reason(const httplib::Response& res) {
+  const auto body = nlohmann::json::parse(res.body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object() && body["error"].contains("message") &&
+      body["error"]["message"].is_string())
+    return printable(body["error"]["message"].get<std::string>(), 500);
+  return "HTTP " + std::to_string(res.status);
 }
 
 int64_t resident_bytes() {
@@ -40,6 +91,9 @@ int64_t resident_bytes() {
 
 nlohmann::ordered_json kv_json(const ServerState& s) {
   const kv::KvPoolStats st = s.session.stats();
+  // Prefix reuse is counted per turn in Metrics (reuse through the live sequence never opens a
+  // pool sequence, so the pool's own open() counters would miss it): /metrics shows the same.
+  const PrefixCounts prefix = s.metrics.prefix();
   nlohmann::ordered_json by_format = nlohmann::ordered_json::object();
   for (KvFormat f : kAllKvFormats) by_format[std::string(kv_format_name(f))] = st.bytes(f);
   return {{"policy", s.session.policy().describe()},
@@ -51,8 +105,8 @@ nlohmann::ordered_json kv_json(const ServerState& s) {
           {"bytes_by_format", by_format},
           {"blocks", {{"in_use", st.blocks_in_use}, {"cached", st.blocks_cached}, {"evictable", st.blocks_evictable},
                       {"free", st.blocks_free}}},
-          {"prefix_cache", {{"hits", st.prefix_hits}, {"misses", st.prefix_misses}, {"hit_rate", st.hit_rate()},
-                            {"reused_tokens", st.reused_tokens}, {"evictions", st.evictions}}},
+          {"prefix_cache", {{"hits", prefix.hits}, {"misses", prefix.misses}, {"hit_rate", prefix.hit_rate()},
+                            {"reused_tokens", prefix.reused_tokens}, {"evictions", st.evictions}}},
           {"quantizations", st.quantizations},
           {"requantizations", st.requantizations}};
 }
@@ -65,7 +119,6 @@ std::vector<std::pair<std::string, std::pair<std::string, double>>> kv_gauges(co
       {"keel_kv_used_bytes", {"Bytes the KV pool uses, all formats.", double(st.used_bytes)}},
       {"keel_kv_blocks_free", {"Blocks the unused KV budget still holds.", double(st.blocks_free)}},
       {"keel_kv_blocks_cached", {"Blocks in the prefix cache.", double(st.blocks_cached)}},
-      {"keel_kv_prefix_hit_rate", {"Share of requests that reused a cached prefix block.", st.hit_rate()}},
       {"keel_kv_evictions", {"Cached blocks freed to make room, since start.", double(st.evictions)}},
       {"keel_kv_requantizations", {"Blocks quantized twice (must stay 0).", double(st.requantizations)}},
   };
@@ -75,29 +128,32 @@ std::vector<std::pair<std::string, std::pair<std::string, double>>> kv_gauges(co
   return g;
 }
 
-nlohmann::ordered_json health_json(const ServerState& s) {
+// `full_path`: the caller presented the API key; others learn the folder name only (an absolute
+// path names the user and the disk layout).
+nlohmann::ordered_json health_json(const ServerState& s, bool full_path) {
   const bool busy = s.queue.busy();
-  return {
-      {"status", "ok"},
-      {"model", s.registry.id()},
-      {"path", s.model.dir().string()},
-      {"aliases", s.registry.aliases()},
-      {"any_name", s.registry.wildcard()},
-      {"state", busy ? "generating" : "idle"},
-      {"queue", {{"waiting", s.queue.waiting()}, {"running", busy ? 1 : 0}, {"max_waiting", s.queue.max_waiting()}}},
-      {"tool_call_format", s.model.tool_call_format().name},
-      {"memory",
-       {{"weights_bytes", s.model.weights().weight_bytes_per_token()},
-        {"resident_bytes", resident_bytes()}}},
-      {"kv", kv_json(s)},
-  };
+  nlohmann::ordered_json h = {{"status", "ok"}, {"model", s.registry.id()}};
+  if (full_path) h["path"] = s.model.dir().string();
+  h["aliases"] = s.registry.aliases();
+  h["any_name"] = s.registry.wildcard();
+  h["state"] = busy ? "generating" : "idle";
+  h["queue"] = {{"waiting", s.queue.waiting()}, {"running", busy ? 1 : 0}, {"max_waiting", s.queue.max_waiting()}};
+  h["tool_call_format"] = s.model.tool_call_format().name;
+  h["memory"] = {{"weights_bytes", s.model.weights().weight_bytes_per_token()}, {"resident_bytes", resident_bytes()}};
+  h["kv"] = kv_json(s);
+  return h;
+}
+
+// One model in both SDKs' shapes: Anthropic's {type, id, display_name, created_at} and OpenAI's
+// {id, object, created, owned_by}.
+nlohmann::ordered_json model_json(const std::string& name) {
+  return {{"type", "model"}, {"id", name}, {"object", "model"}, {"display_name", name},
+          {"created_at", "1970-01-01T00:00:00Z"}, {"created", 0}, {"owned_by", "keel"}};
 }
 
 nlohmann::ordered_json models_json(const ServerState& s) {
   nlohmann::ordered_json data = nlohmann::ordered_json::array();
-  for (const auto& name : s.registry.names())
-    data.push_back({{"type", "model"}, {"id", name}, {"object", "model"}, {"display_name", name},
-                    {"created_at", "1970-01-01T00:00:00Z"}, {"created", 0}, {"owned_by", "keel"}});
+  for (const auto& name : s.registry.names()) data.push_back(model_json(name));
   return {{"object", "list"}, {"data", data}, {"has_more", false},
           {"first_id", s.registry.id()}, {"last_id", s.registry.names().back()}};
 }
@@ -105,14 +161,45 @@ nlohmann::ordered_json models_json(const ServerState& s) {
 }  // namespace
 
 struct Server::Impl {
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
   ServerState state;
+  AccessRules access;
   httplib::Server http;
   int port = 0;
   int listen_fd = -1;
 
+  // Every response gets its request id (request-id for Anthropic's SDK, x-request-id for
+  // OpenAI's), the model's name, and CORS headers when its origin is allowed.
+  void stamp(const httplib::Request& req, httplib::Response& res) const {
+    const std::string id = new_request_id();
+    res.set_header("request-id", id);
+    res.set_header("x-request-id", id);
+    res.set_header("x-keel-model", access.presents_key(req) ? state.model.dir().string() : state.model.folder_name());
+    access.add_cors_headers(req, res);
+  }
+
+  // Answers a request the access rules refuse (docs/serve.md, "Security model") and returns true.
+  bool refuse(const httplib::Request& req, httplib::Response& res, bool needs_key) {
+    const auto why = access.refusal(req, needs_key, req.method == "POST");
+    if (!why) return false;
+    send_error_for(res, req.path, *why);
+    state.metrics.count_response(route_label(req.path), res.status);
+    return true;
+  }
+
+  // Every route runs through here, so a new route cannot forget the rules. They are checked once
+  // the body is read: refusing earlier would leave its bytes on a keep-alive connection.
+  httplib::Server::Handler admitted(bool needs_key, Handler handler) {
+    return [this, needs_key, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      if (!refuse(req, res, needs_key)) handler(req, res);
+    };
+  }
+
   Impl(ServedModel& model, SessionCache& session, ServerOptions options)
       : state{model, session, options, ModelRegistry(model.folder_name(), options.aliases), {},
-              RequestQueue(options.queue_depth)} {
+              RequestQueue(options.queue_depth)},
+        access(AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_key}) {
     // Every waiting client holds an HTTP thread (streams wait for their turn), so there are enough
     // threads for a full queue plus the running request and a few quick routes.
     const size_t threads = state.options.queue_depth + 8;
@@ -128,52 +215,67 @@ struct Server::Impl {
     http.set_write_timeout(60, 0);
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("x-keel-model", state.model.dir().string());
-      if (req.path == "/health" || authorized(state, req)) return httplib::Server::HandlerResponse::Unhandled;
-      send_error(res, protocol_of(req.path),
-                 authentication_failed("missing or wrong API key: send it as x-api-key or Authorization: Bearer"));
-      state.metrics.count_response(req.path, res.status);
-      return httplib::Server::HandlerResponse::Handled;
+      stamp(req, res);
+      return httplib::Server::HandlerResponse::Unhandled;
     });
-    http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    http.Post("/v1/messages", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
       handle_chat(state, Protocol::Anthropic, req, res);
-    });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    http.Post("/v1/chat/completions", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
       handle_chat(state, Protocol::OpenAI, req, res);
-    });
-    http.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    http.Post("/v1/messages/count_tokens", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
       handle_count_tokens(state, req, res);
-    });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    }));
+    http.Get("/v1/models", admitted(true, [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(models_json(state).dump(), "application/json");
       state.metrics.count_response("/v1/models", 200);
-    });
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(health_json(state).dump(), "application/json");
-    });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    }));
+    // models.retrieve of both SDKs. An alias of "*" answers every name, as the chat routes do.
+    http.Get(R"(/v1/models/(.+))", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string name = req.matches[1];
+      try {
+        state.registry.require(name);
+        res.set_content(model_json(name).dump(), "application/json");
+      } catch (const ApiError& e) {
+        send_error_for(res, req.path, e);
+      }
+      state.metrics.count_response("/v1/models/{id}", res.status);
+    }));
+    http.Get("/health", admitted(false, [this](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(health_json(state, access.presents_key(req)).dump(), "application/json");
+    }));
+    http.Get("/metrics", admitted(true, [this](const httplib::Request&, httplib::Response& res) {
       auto gauges = kv_gauges(state);
       gauges.push_back({"keel_queue_waiting", {"Requests waiting for the engine.", double(state.queue.waiting())}});
       gauges.push_back({"keel_queue_running", {"Requests the engine is running.", state.queue.busy() ? 1.0 : 0.0}});
       gauges.push_back({"keel_kv_used_tokens", {"Tokens of the live sequence.", double(state.kv_tokens.load())}});
       gauges.push_back({"keel_resident_bytes", {"Resident memory of the process.", double(resident_bytes())}});
       res.set_content(state.metrics.prometheus(gauges), "text/plain; version=0.0.4");
+    }));
+    // CORS preflights (and plain OPTIONS) on any path. Browsers never send credentials on a
+    // preflight, so no key; the Host and Origin rules still apply.
+    http.Options(R"(.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!refuse(req, res, false)) access.answer_options(req, res);
     });
-    // Unknown routes, oversized bodies and anything httplib answers by itself get a JSON envelope.
+    // Unknown routes, oversized or unreadable bodies and anything httplib answers by itself get a
+    // JSON envelope; the access rules still come first.
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.has_header("request-id")) stamp(req, res);  // answered before routing (malformed request line)
       if (!res.body.empty()) return;
-      const Protocol p = protocol_of(req.path);
+      // (A request line that did not parse has no path: nothing to check, a plain 400.)
+      if (!req.path.empty() && refuse(req, res, req.path != "/health")) return;
       if (res.status == 404) {
-        send_error(res, p, not_found("no route " + req.method + " " + req.path));
+        send_error_for(res, req.path, not_found("no route " + req.method + " " + req.path));
       } else if (res.status == 413) {
-        send_error(res, p, request_too_large("the request body is larger than " +
-                                             std::to_string(state.options.max_body_bytes) + " bytes"));
+        send_error_for(res, req.path, request_too_large("the request body is larger than " +
+                                                        std::to_string(state.options.max_body_bytes) + " bytes"));
       } else {
         const int status = res.status;
-        send_error(res, p, ApiError(status, status >= 500 ? "api_error" : "invalid_request_error",
-                                    "HTTP " + std::to_string(status)));
+        send_error_for(res, req.path, ApiError(status, status >= 500 ? "api_error" : "invalid_request_error",
+                                               "HTTP " + std::to_string(status)));
       }
-      state.metrics.count_response(req.path, res.status);
+      state.metrics.count_response(route_label(req.path), res.status);
     });
     http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "internal error";
@@ -183,7 +285,16 @@ struct Server::Impl {
         what = e.what();
       } catch (...) {
       }
-      send_error(res, protocol_of(req.path), internal_error(what));
+      send_error_for(res, req.path, internal_error(what));
+      state.metrics.count_response(route_label(req.path), res.status);
+    });
+    // Every 4xx and 5xx on stderr with its request id, so a client's report can be matched to a
+    // line: method, path, status and the error message, never the body.
+    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+      if (res.status < 400) return;
+      std::fprintf(stderr, "keel serve: %s %s %s -> %d: %s\n", printable(res.get_header_value("request-id")).c_str(),
+                   req.path.empty() ? "-" : printable(req.method, 16).c_str(),
+                   req.path.empty() ? "-" : printable(req.path).c_str(), res.status, error_reason(res).c_str());
     });
   }
 };

@@ -22,6 +22,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 4000;  // 0: any free port (the bound one is logged)
   std::string api_key;  // empty: no authentication
+  // Browser-facing rules (keel/api/http_access.h): Host names and Origins accepted besides
+  // loopback; "*" for any.
+  std::vector<std::string> allow_hosts;
+  std::vector<std::string> allow_origins;
   std::vector<std::string> aliases;
   RequestLimits limits;
   size_t max_body_bytes = 32u << 20;

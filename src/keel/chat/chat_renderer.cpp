@@ -1,5 +1,6 @@
 #include "keel/chat/chat_renderer.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -34,9 +35,27 @@ json normalize_tool_calls(const json& calls) {
   return out;
 }
 
+// A content string whose parts carry different roles: `own` everywhere but in `runs`.
+jinja::Value tagged_content(const std::string& content, Role own, std::vector<ContentRun> runs) {
+  std::sort(runs.begin(), runs.end(), [](const ContentRun& a, const ContentRun& b) { return a.begin < b.begin; });
+  jinja::TaggedText text;
+  size_t at = 0;
+  for (const auto& run : runs) {
+    if (run.begin < at || run.end < run.begin || run.end > content.size())
+      throw keel::Error("content run [" + std::to_string(run.begin) + ", " + std::to_string(run.end) +
+                        ") of message " + std::to_string(run.message) + " is outside its content or overlaps another");
+    text.append(std::string_view(content).substr(at, run.begin - at), tag_of(own));
+    text.append(std::string_view(content).substr(run.begin, run.end - run.begin), tag_of(run.role));
+    at = run.end;
+  }
+  text.append(std::string_view(content).substr(at), tag_of(own));
+  return jinja::Value::string(std::move(text));
+}
+
 // One message as template values, each field tagged with the role its text belongs to. The
 // "role" field itself is scaffolding: templates turn it into headers like <|im_start|>user.
-jinja::Value tag_message(const json& message, bool parse_arguments) {
+// `runs`: parts of the content string with another role.
+jinja::Value tag_message(const json& message, bool parse_arguments, std::vector<ContentRun> runs) {
   if (!message.is_object()) throw keel::Error("each message must be a JSON object");
   std::string role = message.contains("role") && message["role"].is_string() ? message["role"].get<std::string>() : "";
   Role own = content_role(role);
@@ -46,9 +65,16 @@ jinja::Value tag_message(const json& message, bool parse_arguments) {
     if (key == "role") r = Role::scaffolding;
     else if (key == "tool_calls" || key == "function_call") r = Role::tool_call;
     else if (key == "reasoning_content" || key == "reasoning" || key == "thinking") r = Role::reasoning;
+    if (key == "content" && !runs.empty()) {
+      if (!value.is_string()) throw keel::Error("content runs need a string content");
+      d->set(key, tagged_content(value.get_ref<const std::string&>(), own, std::move(runs)));
+      runs.clear();
+      continue;
+    }
     const json& v = (key == "tool_calls" && parse_arguments && value.is_array()) ? normalize_tool_calls(value) : value;
     d->set(key, jinja::value_from_json(v, tag_of(r)));
   }
+  if (!runs.empty()) throw keel::Error("content runs for a message without content");
   return jinja::Value::dict(d);
 }
 
@@ -95,7 +121,7 @@ ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
 RenderedPrompt ChatTemplate::render(const json& messages, const json& tools, const json& kwargs,
-                                    const ChatRenderOptions& options) const {
+                                    const ChatRenderOptions& options, std::span<const ContentRun> content_runs) const {
   if (!messages.is_array()) throw keel::Error("messages must be a JSON array");
   if (!tools.is_null() && !tools.is_array()) throw keel::Error("tools must be a JSON array");
   if (!kwargs.is_null() && !kwargs.is_object()) throw keel::Error("template kwargs must be a JSON object");
@@ -108,9 +134,16 @@ RenderedPrompt ChatTemplate::render(const json& messages, const json& tools, con
   if (options.absent_as_none) context.set("documents", jinja::Value::none());
   if (!kwargs.is_null())
     for (const auto& [k, v] : kwargs.items()) context.set(k, jinja::value_from_json(v));
+  std::vector<std::vector<ContentRun>> runs(messages.size());
+  for (const auto& run : content_runs) {
+    if (run.message >= messages.size())
+      throw keel::Error("content run for message " + std::to_string(run.message) + " of " + std::to_string(messages.size()));
+    runs[run.message].push_back(run);
+  }
   std::vector<jinja::Value> tagged;
   tagged.reserve(messages.size());
-  for (const auto& m : messages) tagged.push_back(tag_message(m, options.parse_string_arguments));
+  for (size_t i = 0; i < messages.size(); ++i)
+    tagged.push_back(tag_message(messages[i], options.parse_string_arguments, std::move(runs[i])));
   context.set("messages", jinja::Value::list(std::move(tagged)));
   if (tools.is_array()) context.set("tools", jinja::value_from_json(tools, tag_of(Role::tools)));
   else if (options.absent_as_none) context.set("tools", jinja::Value::none());

@@ -8,6 +8,7 @@
 // string operations and records, for every byte it outputs, which tagged value it came from.
 // Whatever the template writes by itself is scaffolding. See docs/chat-templates.md.
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,17 @@ namespace keel::chat {
 struct RenderedPrompt {
   std::string text;
   std::vector<RoleSpan> spans;  // sorted, contiguous, covering text
+};
+
+// Part of a message's content (a string) whose text belongs to another role than the message's
+// own: system text folded into a user message (see system_fold.h). [begin, end) are byte offsets
+// in that content string.
+struct ContentRun {
+  size_t message = 0;
+  size_t begin = 0;
+  size_t end = 0;
+  Role role = Role::user;
+  bool operator==(const ContentRun&) const = default;
 };
 
 struct ChatRenderOptions {
@@ -49,9 +61,11 @@ class ChatTemplate {
   // messages: OpenAI-format array. tools: array of {"type":"function","function":{...}}, or null
   // for none (passed to the template as None, like transformers). kwargs: extra template variables
   // (add_generation_prompt, enable_thinking, ...); bos_token and eos_token are supplied unless
-  // kwargs sets them. Throws keel::Error when the template raises.
+  // kwargs sets them. Throws keel::Error when the template raises. `content_runs` give parts of
+  // some messages' content another role (any order; a run outside its content is an error).
   RenderedPrompt render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                        const nlohmann::ordered_json& kwargs, const ChatRenderOptions& options = {}) const;
+                        const nlohmann::ordered_json& kwargs, const ChatRenderOptions& options = {},
+                        std::span<const ContentRun> content_runs = {}) const;
 
   const std::string& source() const { return source_; }
 

@@ -4,6 +4,22 @@
 
 namespace keel::chat {
 
+std::vector<text::ByteRange> template_markup_ranges(const std::vector<RoleSpan>& spans) {
+  std::vector<text::ByteRange> ranges;
+  for (const auto& s : spans) {
+    if (s.role != Role::scaffolding || s.end <= s.begin) continue;
+    if (!ranges.empty() && ranges.back().end == s.begin) ranges.back().end = s.end;
+    else ranges.push_back({s.begin, s.end});
+  }
+  return ranges;
+}
+
+std::vector<int32_t> encode_rendered_prompt(const text::Tokenizer& tokenizer, std::string_view text,
+                                            const std::vector<RoleSpan>& spans) {
+  const std::vector<text::ByteRange> markup = template_markup_ranges(spans);
+  return tokenizer.encode(text, text::SpecialTokenScope::within(markup));
+}
+
 std::vector<Role> token_roles(const text::Tokenizer& tokenizer, std::span<const int32_t> ids,
                               const std::vector<RoleSpan>& spans) {
   const size_t text_size = spans.empty() ? 0 : spans.back().end;

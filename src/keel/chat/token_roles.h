@@ -3,12 +3,25 @@
 // role of the bytes it decodes to. This is what the KV-cache policy and the eval harness consume.
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "keel/chat/chat_roles.h"
 #include "keel/text/tokenizer.h"
 
 namespace keel::chat {
+
+// The byte ranges of a rendered prompt that its template wrote itself (the scaffolding spans):
+// the only places where a special token may become a control token.
+std::vector<text::ByteRange> template_markup_ranges(const std::vector<RoleSpan>& spans);
+
+// Token ids of a rendered prompt: the template's own markup is encoded with special-token matching
+// on, everything a client wrote (every other role) with it off, in one pass so that BPE merges
+// across span edges are unchanged. When the client-written text holds no special token, the ids
+// are exactly tokenizer.encode(text). Non-special added tokens (Qwen's <tool_call>) match
+// everywhere, as in Hugging Face.
+std::vector<int32_t> encode_rendered_prompt(const text::Tokenizer& tokenizer, std::string_view text,
+                                            const std::vector<RoleSpan>& spans);
 
 // `ids` must encode the text the spans describe (tokenizer.encode(prompt.text)). Each token's bytes
 // are located by decoding the ids one after another (decode(encode(x)) == x for the supported

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "keel/text/stream_decoder.h"
+#include "keel/toolcall/output_syntax.h"
 #include "keel/toolcall/schema_check.h"
 #include "keel/util/error.h"
 
@@ -20,6 +21,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 constexpr double kRetryMinTemperature = 0.7;
 
 class TurnRunner {
+  enum class Handled { Continue, Rewound };
+
  public:
   TurnRunner(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt, const TurnOptions& options,
              const std::function<void(TurnEvent&&)>& emit)
@@ -44,19 +47,23 @@ class TurnRunner {
     prefill();
     result_.stats.prefill_seconds = seconds_since(start);
     const auto decode_start = Clock::now();
-    decode(start);
+    if (!done_) decode(start);
     result_.stats.decode_seconds = seconds_since(decode_start);
-    result_.stats.output_tokens = sampled_;
+    result_.stats.output_tokens = produced_;
+    result_.stats.reasoning_tokens = reasoning_generated_;
     session_.publish();
     if (result_.finish == TurnFinish::EndTurn && result_.stats.valid_calls > 0) result_.finish = TurnFinish::ToolUse;
     return result_;
   }
 
  private:
+  // Why the output ended, for the reason a cut-off tool call is reported with.
+  enum class OutputEnd { EndOfSequence, MaxTokens, ContextFull };
+
   void prefill() {
     const int64_t n = static_cast<int64_t>(prompt_.ids.size());
-    if (n > session_.capacity())
-      throw Error("the prompt (" + std::to_string(n) + " tokens) does not fit the context of " +
+    if (n >= session_.capacity())
+      throw Error("the prompt (" + std::to_string(n) + " tokens) leaves no room in the context of " +
                   std::to_string(session_.capacity()) + " tokens");
     const int64_t reused = session_.begin(prompt_.ids, prompt_.roles);
     result_.stats.reused_tokens = reused;
@@ -64,12 +71,15 @@ class TurnRunner {
     std::span<const int32_t> ids(prompt_.ids);
     std::span<const chat::Role> roles(prompt_.roles);
     for (int64_t at = reused; at < n; at += options_.prefill_chunk) {
+      // A client that left during a long prefill must not hold the engine for the rest of it.
+      if (cancelled()) return finish(TurnFinish::Cancelled);
       const int64_t len = std::min(options_.prefill_chunk, n - at);
       const bool last = at + len == n;
       const int64_t row = len - 1;
       run_model(ids.subspan(static_cast<size_t>(at), static_cast<size_t>(len)),
                 roles.subspan(static_cast<size_t>(at), static_cast<size_t>(len)),
                 last ? std::span<const int64_t>(&row, 1) : std::span<const int64_t>());
+      result_.stats.prefilled_tokens += len;
     }
   }
 
@@ -92,15 +102,47 @@ class TurnRunner {
 
   bool cancelled() const { return options_.cancelled && options_.cancelled->load(std::memory_order_relaxed); }
 
-  void decode(Clock::time_point start) {
+  // Ends the output: the model's end of sequence, or a special token that is not syntax of its
+  // output format (a model that opens a new turn with <|im_start|> has finished this one).
+  bool ends_output(int32_t id) const {
     const auto& eos = model_.weights().eos_token_ids;
+    if (std::find(eos.begin(), eos.end(), id) != eos.end()) return true;
+    const text::Tokenizer& tok = model_.tokenizer();
+    return tok.is_special(id) && !toolcall::is_output_syntax(parser_options_.format, tok.token_text(id));
+  }
+
+  // The next token: the budget's end-of-reasoning marker while it is being written, else sampled.
+  int32_t next_token() {
+    if (!forced_.empty()) {
+      const int32_t id = forced_.front();
+      forced_.erase(forced_.begin());
+      return id;
+    }
+    if (options_.logits_processor) options_.logits_processor(generated_, logits_);
+    return sampler_.sample(logits_);
+  }
+
+  // Once the reasoning budget is spent inside a reasoning block, the format's closer is written
+  // for the model, token by token, and it goes on to its answer.
+  void enforce_reasoning_budget() {
+    if (!options_.reasoning_budget || budget_closed_ || !forced_.empty() || !parser_->in_reasoning()) return;
+    if (reasoning_generated_ < *options_.reasoning_budget) return;
+    const std::string_view closer = toolcall::reasoning_closer(parser_options_.format);
+    if (closer.empty()) return;
+    forced_ = model_.tokenizer().encode(closer);
+    budget_closed_ = true;
+  }
+
+  void decode(Clock::time_point start) {
     while (!done_) {
       if (cancelled()) return finish(TurnFinish::Cancelled);
       if (static_cast<int64_t>(generated_.size()) >= options_.max_tokens) break;
-      const int32_t next = sampler_.sample(logits_);
-      if (sampled_++ == 0) result_.stats.first_token_seconds = seconds_since(start);
-      if (std::find(eos.begin(), eos.end(), next) != eos.end()) {
-        end_of_output(TurnFinish::EndTurn);
+      enforce_reasoning_budget();
+      const bool forced = !forced_.empty();
+      const int32_t next = next_token();
+      if (produced_++ == 0) result_.stats.first_token_seconds = seconds_since(start);
+      if (ends_output(next)) {
+        if (end_of_output(TurnFinish::EndTurn, OutputEnd::EndOfSequence) == Handled::Rewound) continue;
         return;
       }
       generated_.push_back(next);
@@ -108,14 +150,20 @@ class TurnRunner {
       text_ += piece;
       token_ends_.push_back(text_.size());
       std::vector<toolcall::ParseEvent> events;
+      const bool was_reasoning = parser_->in_reasoning();
       parser_->feed(piece, events);
+      // Tokens inside the block count, not the markers that open or close it.
+      if (!forced && was_reasoning && parser_->in_reasoning()) ++reasoning_generated_;
       if (handle(events) == Handled::Rewound) continue;
       if (done_) return;
       if (static_cast<int64_t>(generated_.size()) >= options_.max_tokens) break;
-      if (session_.size() >= session_.capacity()) return end_of_output(TurnFinish::ContextFull);
+      if (session_.size() >= session_.capacity()) {
+        end_of_output(TurnFinish::ContextFull, OutputEnd::ContextFull);
+        return;
+      }
       run_generated(next);
     }
-    if (!done_) end_of_output(TurnFinish::MaxTokens);
+    if (!done_) end_of_output(TurnFinish::MaxTokens, OutputEnd::MaxTokens);
   }
 
   void finish(TurnFinish how) {
@@ -124,23 +172,25 @@ class TurnRunner {
     done_ = true;
   }
 
-  // The output ended (end of sequence, token limit, full context): release what is held back.
-  void end_of_output(TurnFinish how) {
+  // The output ended: release what is held back. A tool call cut off by the model's own end of
+  // sequence is an invalid call like any other and is regenerated (Rewound); one cut off by the
+  // token limit or a full context has nothing left to regenerate from.
+  Handled end_of_output(TurnFinish how, OutputEnd why) {
     const std::string tail = decoder_.flush();
     text_ += tail;
     std::vector<toolcall::ParseEvent> events;
     parser_->feed(tail, events);
     parser_->finish(events);
-    no_more_retries_ = true;  // nothing left to regenerate from
-    handle(events);
+    output_end_ = why;
+    no_more_retries_ = why != OutputEnd::EndOfSequence;
+    if (handle(events) == Handled::Rewound) return Handled::Rewound;
     if (!done_ && options_.tool_use != ToolUse::Auto && options_.tool_use != ToolUse::Disabled &&
         result_.stats.valid_calls == 0)
       emit_text_now("[keel: the request requires a tool call and the model made none]");
     if (!done_) emit_text_now(stop_.flush());
     finish(how);
+    return Handled::Continue;
   }
-
-  enum class Handled { Continue, Rewound };
 
   Handled handle(std::vector<toolcall::ParseEvent>& events) {
     for (auto& e : events) {
@@ -183,6 +233,7 @@ class TurnRunner {
 
   Handled handle_call(const toolcall::ParsedCall& call) {
     toolcall::CheckedCall checked = toolcall::check_tool_call(call, options_.tools);
+    if (call.truncated) checked.reason += cut_off_cause();
     if (checked.valid && options_.tool_use == ToolUse::Named && checked.name != options_.tool_name) {
       checked.valid = false;
       checked.reason = "the request requires a call to \"" + options_.tool_name + "\"";
@@ -205,6 +256,15 @@ class TurnRunner {
                   std::to_string(attempts_) + " " + (attempts_ == 1 ? "retry" : "retries") +
                   "; it was not passed on]");
     return Handled::Continue;
+  }
+
+  std::string cut_off_cause() const {
+    switch (output_end_) {
+      case OutputEnd::EndOfSequence: return " (the model ended its output there)";
+      case OutputEnd::MaxTokens: return " (max_tokens reached)";
+      case OutputEnd::ContextFull: return " (the context is full)";
+    }
+    return {};
   }
 
   // Drops the invalid call and everything after it, from the cache too, and samples again from
@@ -234,6 +294,7 @@ class TurnRunner {
     replayed_text_to_skip_ = parser_text_bytes_ > replayed ? parser_text_bytes_ - replayed : 0;
     parser_text_bytes_ -= replayed_text_to_skip_;
 
+    forced_.clear();
     restore_to(static_cast<int64_t>(prompt_.ids.size() + keep));
     SamplingParams retry = options_.sampling;
     retry.temperature = std::max(retry.temperature, kRetryMinTemperature);
@@ -279,7 +340,11 @@ class TurnRunner {
   std::vector<size_t> token_ends_;   // text_ offset where each token's text ends
   size_t parser_text_bytes_ = 0;     // text the parser has released and we have passed on
   size_t replayed_text_to_skip_ = 0;
-  int64_t sampled_ = 0;
+  std::vector<int32_t> forced_;     // the budget's end-of-reasoning marker, still to be written
+  int64_t produced_ = 0;            // tokens sampled or forced, retried ones included
+  int64_t reasoning_generated_ = 0;  // sampled inside a reasoning block
+  bool budget_closed_ = false;
+  OutputEnd output_end_ = OutputEnd::EndOfSequence;
   int attempts_ = 0;
   bool no_more_retries_ = false;
   bool done_ = false;

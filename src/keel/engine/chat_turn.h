@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,8 +33,15 @@ struct TurnOptions {
   bool parallel_tool_calls = true;
   int tool_retries = 2;
   bool reasoning = false;  // split the model's reasoning block out of the text
+  // At most this many reasoning tokens: then keel writes the format's end-of-reasoning marker
+  // (toolcall::reasoning_closer) and the model goes on to its answer. nullopt: no limit.
+  std::optional<int64_t> reasoning_budget;
   int64_t prefill_chunk = 256;
-  const std::atomic<bool>* cancelled = nullptr;  // set by the client side: stop at the next step
+  // Set by the client side: the turn stops before its next prefill chunk or decode step.
+  const std::atomic<bool>* cancelled = nullptr;
+  // Applied to the logits before each sample, given the turn's tokens so far. A seam for logit
+  // biases and for tests that script a model's output.
+  std::function<void(std::span<const int32_t> generated, std::span<float> logits)> logits_processor;
   // Called once the cached prefix is known, before prefill: how many prompt tokens it covers.
   std::function<void(int64_t reused_tokens)> on_reuse;
 };
@@ -50,7 +59,9 @@ enum class TurnFinish { EndTurn, MaxTokens, StopSequence, ToolUse, Cancelled, Co
 struct TurnStats {
   int64_t prompt_tokens = 0;
   int64_t reused_tokens = 0;     // served from the cache, not prefilled
-  int64_t output_tokens = 0;     // every token sampled, retried ones included
+  int64_t prefilled_tokens = 0;  // prompt tokens run through the model (fewer when cancelled)
+  int64_t output_tokens = 0;     // every token generated, retried ones and a budget's marker included
+  int64_t reasoning_tokens = 0;  // generated inside a reasoning block
   int64_t valid_calls = 0;
   int64_t invalid_calls = 0;     // still invalid after the retries: reported to the client as text
   int64_t retries = 0;
@@ -65,7 +76,9 @@ struct TurnResult {
   TurnStats stats;
 };
 
-// Runs on the engine thread. `emit` sees the output as it becomes final.
+// Runs on the engine thread. `emit` sees the output as it becomes final. The prompt must leave room
+// for at least one token (prompt.ids.size() < session.capacity()); callers answer a longer one
+// with a client error before queueing it.
 TurnResult run_turn(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt,
                     const TurnOptions& options, const std::function<void(TurnEvent&&)>& emit);
 

@@ -1,5 +1,6 @@
 #include "keel/engine/served_model.h"
 
+#include "keel/chat/system_fold.h"
 #include "keel/chat/token_roles.h"
 #include "keel/util/error.h"
 
@@ -48,10 +49,14 @@ PreparedPrompt ServedModel::prepare(const nlohmann::ordered_json& messages, cons
                                     bool enable_thinking, bool continue_last) const {
   nlohmann::ordered_json kwargs = {{"add_generation_prompt", !continue_last}};
   if (reasoning_.kind == toolcall::ReasoningKind::Switchable) kwargs["enable_thinking"] = enable_thinking;
-  chat::RenderedPrompt rendered = template_->render(messages, tools, kwargs);
+  // Later system messages render in place where the template accepts them, else folded into a
+  // user message (chat/system_fold.h).
+  chat::RenderedPrompt rendered = chat::render_conversation(*template_, messages, tools, kwargs).prompt;
   if (continue_last) cut_after_last_message(rendered, messages);
   PreparedPrompt p;
-  p.ids = tokenizer_->encode(rendered.text);
+  // Client-written text never becomes control tokens: special tokens match only in the
+  // template's own markup.
+  p.ids = chat::encode_rendered_prompt(*tokenizer_, rendered.text, rendered.spans);
   if (p.ids.empty()) throw Error("the rendered prompt is empty");
   p.roles = chat::token_roles(*tokenizer_, p.ids, rendered.spans);
   // Templates of always-on (and switched-on) reasoning models open the block themselves.

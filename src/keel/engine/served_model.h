@@ -48,6 +48,10 @@ class ServedModel {
   // Renders messages and tools (OpenAI form; tools null for none) through the model's template
   // with the generation prompt, then tokenizes and labels every token with its role. With
   // `continue_last`, the last (assistant) message is left open for the model to continue instead.
+  // System messages after the first message render in place when the template accepts them there,
+  // else they are folded into a user message (chat/system_fold.h). Special tokens become control
+  // tokens only in the template's own markup, never in text the client wrote
+  // (chat::encode_rendered_prompt).
   PreparedPrompt prepare(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                          bool enable_thinking, bool continue_last = false) const;
 

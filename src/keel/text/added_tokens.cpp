@@ -23,6 +23,38 @@ char32_t char_before(std::string_view s, size_t pos) {
 
 }  // namespace
 
+SpecialTokenScope SpecialTokenScope::within(std::span<const ByteRange> ranges) {
+  std::vector<ByteRange> sorted;
+  sorted.reserve(ranges.size());
+  for (const auto& r : ranges)
+    if (r.end > r.begin) sorted.push_back(r);
+  std::sort(sorted.begin(), sorted.end(), [](const ByteRange& a, const ByteRange& b) { return a.begin < b.begin; });
+  std::vector<ByteRange> merged;
+  for (const auto& r : sorted) {
+    if (!merged.empty() && r.begin <= merged.back().end) merged.back().end = std::max(merged.back().end, r.end);
+    else merged.push_back(r);
+  }
+  return SpecialTokenScope(false, std::move(merged));
+}
+
+bool SpecialTokenScope::allows(size_t begin, size_t end) const {
+  if (everywhere_) return true;
+  // The last range starting at or before `begin` must reach `end`.
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), begin,
+                             [](size_t b, const ByteRange& r) { return b < r.begin; });
+  if (it == ranges_.begin()) return false;
+  --it;
+  return begin >= it->begin && end <= it->end && begin < it->end;
+}
+
+bool SpecialTokenScope::touches(size_t begin, size_t end) const {
+  if (everywhere_) return end > begin;
+  // The first range ending after `begin` must start before `end`.
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), begin,
+                             [](size_t b, const ByteRange& r) { return b < r.end; });
+  return it != ranges_.end() && it->begin < end && begin < end;
+}
+
 void AddedTokenMatcher::add(const AddedToken& token, std::string pattern) {
   if (pattern.empty()) return;
   int32_t node = 0;
@@ -49,7 +81,8 @@ void AddedTokenMatcher::add(const AddedToken& token, std::string pattern) {
   }
 }
 
-int32_t AddedTokenMatcher::longest_match(std::string_view text, size_t pos, size_t& length) const {
+int32_t AddedTokenMatcher::longest_match(std::string_view text, size_t pos, size_t& length,
+                                         const SpecialTokenScope* scope) const {
   int32_t best = -1;
   int32_t node = 0;
   for (size_t i = pos; i < text.size(); ++i) {
@@ -59,8 +92,9 @@ int32_t AddedTokenMatcher::longest_match(std::string_view text, size_t pos, size
                                [](const auto& c, unsigned char b) { return c.first < b; });
     if (it == children.end() || it->first != byte) break;
     node = it->second;
-    if (nodes_[node].token >= 0) {
-      best = nodes_[node].token;
+    const int32_t t = nodes_[node].token;
+    if (t >= 0 && (scope == nullptr || !tokens_[t].special || scope->allows(pos, i + 1))) {
+      best = t;
       length = i + 1 - pos;
     }
   }
@@ -73,6 +107,13 @@ int32_t AddedTokenMatcher::longest_match(std::string_view text, size_t pos, size
 // uses up its characters; lstrip/rstrip widen the token's segment but do not move where the next
 // match is searched for.
 std::vector<TextSegment> AddedTokenMatcher::split(std::string_view text, bool include_special) const {
+  return split(text, include_special ? SpecialTokenScope::everywhere() : SpecialTokenScope::nowhere());
+}
+
+// With a scope, the only change is which special tokens count as matches: with the scope
+// everywhere or nowhere this is exactly the loop above, and in a chat prompt whose client-written
+// text holds no special token it finds exactly the matches parse_special = true finds.
+std::vector<TextSegment> AddedTokenMatcher::split(std::string_view text, const SpecialTokenScope& scope) const {
   std::vector<TextSegment> segments;
   size_t text_start = 0;  // start of the pending ordinary text
   size_t pos = 0;
@@ -83,10 +124,24 @@ std::vector<TextSegment> AddedTokenMatcher::split(std::string_view text, bool in
       ++pos;
       continue;
     }
+    if (tokens_[t].special && !scope.allows(pos, pos + length)) {
+      if (!scope.touches(pos, pos + length)) {
+        // Wholly outside the scope: ordinary text, characters used up (Hugging Face's rule for
+        // a special token that is not parsed).
+        pos += length;
+        continue;
+      }
+      // Straddles the scope's edge: neither a control token nor a reason to swallow the
+      // template's markup that follows; take the longest token that may match here, if any.
+      t = longest_match(text, pos, length, &scope);
+      if (t < 0) {
+        ++pos;
+        continue;
+      }
+    }
     const AddedToken& token = tokens_[t];
     size_t begin = pos, end = pos + length;
     pos = end;
-    if (token.special && !include_special) continue;
     if (token.single_word) {
       bool word_before = begin > 0 && is_word_character(char_before(text, begin));
       size_t after = end;
@@ -108,11 +163,12 @@ std::vector<TextSegment> AddedTokenMatcher::split(std::string_view text, bool in
         end = q;
       }
     }
-    if (begin > text_start) segments.push_back({std::string(text.substr(text_start, begin - text_start)), -1});
-    segments.push_back({std::string(), token.id});
+    if (begin > text_start)
+      segments.push_back({std::string(text.substr(text_start, begin - text_start)), -1, text_start, begin});
+    segments.push_back({std::string(), token.id, begin, end});
     text_start = std::max(text_start, end);
   }
-  if (text_start < text.size()) segments.push_back({std::string(text.substr(text_start)), -1});
+  if (text_start < text.size()) segments.push_back({std::string(text.substr(text_start)), -1, text_start, text.size()});
   return segments;
 }
 

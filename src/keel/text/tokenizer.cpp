@@ -125,12 +125,49 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
   return from_json_text(ss.str(), file.string());
 }
 
+namespace {
+
+// Invalid UTF-8 is read as U+FFFD, which can change byte offsets. With a scope of byte ranges,
+// each piece between two range edges is sanitized on its own and the ranges are moved to the
+// pieces' new places, so no replacement character ever straddles an edge.
+std::string sanitize_scoped(std::string_view text, SpecialTokenScope& scope) {
+  if (scope.is_everywhere() || scope.ranges().empty() || utf8::is_valid(text)) return utf8::sanitize(text);
+  std::vector<size_t> edges{0, text.size()};
+  for (const auto& r : scope.ranges()) {
+    edges.push_back(std::min(r.begin, text.size()));
+    edges.push_back(std::min(r.end, text.size()));
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  std::string out;
+  std::vector<size_t> moved(edges.size());
+  for (size_t i = 0; i < edges.size(); ++i) {
+    moved[i] = out.size();
+    if (i + 1 < edges.size()) out += utf8::sanitize(text.substr(edges[i], edges[i + 1] - edges[i]));
+  }
+  auto place = [&](size_t at) {
+    at = std::min(at, text.size());
+    return moved[static_cast<size_t>(std::lower_bound(edges.begin(), edges.end(), at) - edges.begin())];
+  };
+  std::vector<ByteRange> ranges;
+  for (const auto& r : scope.ranges()) ranges.push_back({place(r.begin), place(r.end)});
+  scope = SpecialTokenScope::within(ranges);
+  return out;
+}
+
+}  // namespace
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  return encode(text, parse_special ? SpecialTokenScope::everywhere() : SpecialTokenScope::nowhere());
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const SpecialTokenScope& special_scope) const {
   const Impl& m = *impl_;
-  std::string clean = utf8::sanitize(text);
+  SpecialTokenScope scope = special_scope;
+  std::string clean = sanitize_scoped(text, scope);
   std::vector<int32_t> ids;
   bool at_text_start = true;
-  for (const auto& segment : m.raw_added.split(clean, parse_special)) {
+  for (const auto& segment : m.raw_added.split(clean, scope)) {
     if (segment.added_id >= 0) {
       ids.push_back(segment.added_id);
       at_text_start = false;
@@ -140,7 +177,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     if (m.normalized_added.empty()) {
       m.encode_text(normalized, at_text_start, ids);
     } else {
-      for (const auto& part : m.normalized_added.split(normalized, parse_special)) {
+      // Offsets in the normalized text are not offsets in `clean`: special tokens may match here
+      // only when the scope allows the whole raw segment.
+      const bool special_ok = scope.allows(segment.begin, segment.end);
+      for (const auto& part : m.normalized_added.split(normalized, special_ok)) {
         if (part.added_id >= 0) {
           ids.push_back(part.added_id);
         } else {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "keel/text/added_tokens.h"
 #include "keel/text/decoder.h"
 
 namespace keel::text {
@@ -29,6 +30,15 @@ class Tokenizer {
   // Token ids for `text` (invalid UTF-8 is read as U+FFFD). With `parse_special` false, special
   // added tokens written in the text are encoded as ordinary text instead of their ids.
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
+  // Token ids for `text`, with special added tokens matched only where `scope` allows them (see
+  // SpecialTokenScope and AddedTokenMatcher::split); everywhere else they are encoded as ordinary
+  // text, as with parse_special false. Non-special added tokens match everywhere, as in Hugging
+  // Face. A chat prompt passes the byte ranges its template wrote itself
+  // (chat::encode_rendered_prompt), so text a client wrote never becomes a control token.
+  // Tokens with `normalized: true` are matched after normalization, where byte offsets no longer
+  // line up with `text`: a special one matches only when the whole piece of text it is found in
+  // (the text between two raw-matched added tokens) lies inside the scope.
+  std::vector<int32_t> encode(std::string_view text, const SpecialTokenScope& scope) const;
 
   // The text of `ids`; sequences that do not form valid UTF-8 become U+FFFD. Throws keel::Error
   // for an id outside the vocabulary.

@@ -106,7 +106,7 @@ ParsedCall truncated_call(std::string_view raw, std::string name) {
   call.name = std::move(name);
   call.raw = std::string(raw);
   call.truncated = true;
-  call.problem = "the output ended inside the tool call (max_tokens reached?)";
+  call.problem = "the output ended inside the tool call";
   return call;
 }
 

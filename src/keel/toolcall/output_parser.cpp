@@ -57,6 +57,8 @@ class StreamingOutputParser final : public OutputParser {
     finished_ = true;
   }
 
+  bool in_reasoning() const override { return region_ == Region::Reasoning; }
+
  private:
   struct Candidate {
     size_t pos;

@@ -40,6 +40,8 @@ class OutputParser {  // one per generated turn
   virtual void feed(std::string_view chunk, std::vector<ParseEvent>& events) = 0;
   // End of output: releases held text; an unfinished call becomes a Call with truncated = true.
   virtual void finish(std::vector<ParseEvent>& events) = 0;
+  // The text fed so far ends inside a reasoning block (a budget can close it).
+  virtual bool in_reasoning() const = 0;
 };
 
 struct OutputParserOptions {

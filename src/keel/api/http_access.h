@@ -1,0 +1,76 @@
+#pragma once
+// Who may talk to `keel serve`. A server on localhost is reachable from every web page the user
+// opens: a page can POST to it (a "simple" cross-site request needs no preflight) and, through DNS
+// rebinding, even read its answers. These rules refuse both before any route runs:
+//   - the Host header must name this server: localhost, *.localhost, a 127.0.0.0/8 or ::1 literal,
+//     the address it listens on, or a name given with --allow-host (ports are not compared);
+//   - a request with an Origin header (a browser's, cross-site or not) must come from an origin
+//     given with --allow-origin;
+//   - the API key, when one is set, is compared in constant time;
+//   - POST bodies must be declared application/json (no simple request can send that type).
+// docs/serve.md ("Security model") is the user-facing description. Everything here is immutable
+// after construction: any HTTP thread may call it.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <httplib.h>
+
+#include "keel/api/api_error.h"
+
+namespace keel::api {
+
+// The host part of a Host header value ("Name:8080" -> "name", "[::1]:4000" -> "::1"), lowercased;
+// nullopt when it is not a host[:port] at all.
+std::optional<std::string> host_of(std::string_view host_header);
+// localhost, *.localhost (RFC 6761: never resolved through DNS, so they cannot be rebound),
+// 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z). `host` as host_of returns it.
+bool is_loopback_host(std::string_view host);
+// "http://App.example:3000/" -> "http://app.example:3000": the form browsers send; nullopt when
+// `origin` is not scheme://host[:port] (or "null", which opaque origins send).
+std::optional<std::string> normalize_origin(std::string_view origin);
+// True when `media_type` is application/json, parameters (charset) allowed, any case.
+bool is_json_media_type(std::string_view media_type);
+// Compares without exiting early on the first differing byte or on a length mismatch: the time
+// depends on the longer length only, never on where the strings differ.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+struct AccessOptions {
+  std::string bound_host;                   // --host: its own name/address is always allowed
+  std::vector<std::string> allowed_hosts;   // --allow-host, "*" for any
+  std::vector<std::string> allowed_origins;  // --allow-origin, "*" for any
+  std::string api_key;                      // empty: no key
+};
+
+class AccessRules {
+ public:
+  // Throws keel::Error naming an --allow-host or --allow-origin value that cannot match anything.
+  explicit AccessRules(AccessOptions options);
+
+  bool host_allowed(std::string_view host_header) const;
+  bool origin_allowed(std::string_view origin) const;
+  // True when a key is set and the request presents it (x-api-key or Authorization: Bearer).
+  bool presents_key(const httplib::Request& req) const;
+  bool key_required() const { return !key_.empty(); }
+
+  // Why `req` is refused, in the order the rules are checked (Host, Origin, key, content type):
+  // 400 (HTTP/1.1 without Host, Host repeated), 403 permission_error, 401, 415. nullopt: admitted.
+  // `needs_key`: false for /health and preflights; `needs_json`: POST routes.
+  std::optional<ApiError> refusal(const httplib::Request& req, bool needs_key, bool needs_json) const;
+
+  // For a request from an allowed origin: Access-Control-Allow-Origin and friends on its answer.
+  void add_cors_headers(const httplib::Request& req, httplib::Response& res) const;
+  // The answer to OPTIONS once refusal() has admitted it: a CORS preflight answer when the request
+  // has an Origin, else just the methods. Status 204.
+  void answer_options(const httplib::Request& req, httplib::Response& res) const;
+
+ private:
+  std::vector<std::string> hosts_;    // host parts, lowercased
+  std::vector<std::string> origins_;  // normalized
+  bool any_host_ = false;
+  bool any_origin_ = false;
+  std::string key_;
+};
+
+}  // namespace keel::api

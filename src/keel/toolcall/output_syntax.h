@@ -1,0 +1,20 @@
+#pragma once
+// The special tokens a format's output is written with. A model's special tokens are control
+// tokens: none of them may reach a client as text. The ones listed here are syntax the output
+// parser consumes (Harmony's <|channel|>, Gemma 4's <|tool_call>, ...); any other special token a
+// model samples ends its turn (engine/chat_turn.cpp). Pure functions, any thread.
+#include <string_view>
+
+#include "keel/toolcall/format_detect.h"
+
+namespace keel::toolcall {
+
+// True when `token` (a special token's text) is markup the parser of `format` consumes.
+bool is_output_syntax(ToolCallFormat format, std::string_view token);
+
+// The text that closes a reasoning block in `format`'s output ("\n</think>\n\n" for the <think>
+// formats), written when a reasoning budget runs out. Empty when keel cannot close it (Harmony's
+// analysis channel).
+std::string_view reasoning_closer(ToolCallFormat format);
+
+}  // namespace keel::toolcall

@@ -1,0 +1,174 @@
+// One chat turn (engine/chat_turn) driven by a scripted model: the bundled tool caller's forward
+// pass runs as usual, and a logits processor makes the token the script wants the only likely one.
+// This pins down what the turn does with output no trained model produces on demand: a tool call
+// cut off by end-of-sequence, a sampled control token, a reasoning budget running out.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "keel/engine/chat_turn.h"
+#include "keel/kv/kv_footprint.h"
+#include "test_support.h"
+
+namespace keel::test {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::filesystem::path toolcaller_dir() { return source_dir() / "models" / "tiny-toolcaller"; }
+
+ServedModel& model() {
+  static ServedModel m(ServedModelOptions{toolcaller_dir(), 2, std::nullopt});
+  return m;
+}
+
+json bash_tool() {
+  return json::parse(R"([{"type":"function","function":{"name":"Bash","description":"Run a command",
+    "parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}}])");
+}
+
+// What the model should write next, given what it has written so far; empty: end of sequence.
+using Script = std::function<std::string(const std::string& so_far)>;
+
+// The first token of the text the script wants next gets a logit far above every other.
+std::function<void(std::span<const int32_t>, std::span<float>)> scripted(Script script) {
+  return [script = std::move(script)](std::span<const int32_t> generated, std::span<float> logits) {
+    const text::Tokenizer& tok = model().tokenizer();
+    const std::string want = script(tok.decode(generated));
+    const int32_t next = want.empty() ? model().weights().eos_token_ids.front() : tok.encode(want).front();
+    for (float& l : logits) l = 0.0f;
+    logits[static_cast<size_t>(next)] = 100.0f;
+  };
+}
+
+// The rest of `target` when `so_far` is a prefix of it, else "".
+std::string rest_of(const std::string& target, const std::string& so_far) {
+  return target.starts_with(so_far) ? target.substr(so_far.size()) : std::string();
+}
+
+struct Turn {
+  TurnResult result;
+  std::string text, reasoning;
+  std::vector<std::string> calls;  // "name arguments"
+};
+
+Turn run(TurnOptions options, const json& tools = nullptr) {
+  const json messages = json::parse(R"([{"role":"user","content":"List the files."}])");
+  const PreparedPrompt prompt = model().prepare(messages, tools, false);
+  const ModelSpec& spec = model().weights().spec;
+  const int64_t context = 4096;
+  const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), context) * context) * 2;
+  SessionCache session(spec, budget, kv::KvPolicy(), true, context);
+  options.tools = tools;
+  Turn t;
+  t.result = run_turn(model(), session, prompt, options, [&](TurnEvent&& e) {
+    if (e.kind == TurnEvent::Kind::Text) t.text += e.text;
+    if (e.kind == TurnEvent::Kind::Reasoning) t.reasoning += e.text;
+    if (e.kind == TurnEvent::Kind::ToolCall) t.calls.push_back(e.name + " " + e.arguments.dump());
+  });
+  return t;
+}
+
+const std::string kCutCall = "<tool_call>\n{\"name\": \"Bash\", \"arguments\": {\"command\": \"ls";
+const std::string kWholeCall = "<tool_call>\n{\"name\": \"Bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>";
+
+TEST(EngineTurn, ToolCallCutOffByEndOfSequenceIsRetried) {
+  int ends = 0;  // the first attempt ends inside the call; the retry writes it whole
+  TurnOptions o;
+  o.max_tokens = 200;
+  o.sampling.temperature = 0;
+  o.logits_processor = scripted([&](const std::string& so_far) {
+    const std::string r = rest_of(ends == 0 ? kCutCall : kWholeCall, so_far);
+    if (r.empty()) ++ends;
+    return r;
+  });
+  const Turn t = run(o, bash_tool());
+  EXPECT_EQ(t.result.stats.retries, 1);
+  EXPECT_EQ(t.result.stats.invalid_calls, 0);
+  ASSERT_EQ(t.calls.size(), 1u) << t.text;
+  EXPECT_EQ(t.calls[0], R"(Bash {"command":"ls"})");
+  EXPECT_EQ(t.result.finish, TurnFinish::ToolUse);
+}
+
+TEST(EngineTurn, ToolCallAlwaysCutOffByEndOfSequenceStatesTheCause) {
+  TurnOptions o;
+  o.max_tokens = 200;
+  o.tool_retries = 2;
+  o.logits_processor = scripted([&](const std::string& so_far) { return rest_of(kCutCall, so_far); });
+  const Turn t = run(o, bash_tool());
+  EXPECT_EQ(t.result.stats.retries, 2);
+  EXPECT_EQ(t.result.stats.invalid_calls, 1);
+  EXPECT_TRUE(t.calls.empty());
+  EXPECT_NE(t.text.find("the output ended inside the tool call (the model ended its output there)"), std::string::npos)
+      << t.text;
+  EXPECT_EQ(t.text.find("max_tokens"), std::string::npos) << t.text;
+}
+
+TEST(EngineTurn, ToolCallCutOffByMaxTokensIsAMaxTokensStop) {
+  TurnOptions o;
+  o.max_tokens = 12;
+  o.logits_processor = scripted([&](const std::string& so_far) { return rest_of(kWholeCall, so_far); });
+  const Turn t = run(o, bash_tool());
+  EXPECT_EQ(t.result.finish, TurnFinish::MaxTokens);
+  EXPECT_EQ(t.result.stats.retries, 0);
+  EXPECT_NE(t.text.find("(max_tokens reached)"), std::string::npos) << t.text;
+}
+
+TEST(EngineTurn, SampledControlTokenIsNeverStreamedAndEndsTheTurn) {
+  TurnOptions o;
+  o.max_tokens = 50;
+  o.logits_processor = scripted([&](const std::string& so_far) {
+    if (so_far.size() < 5) return std::string("Hello").substr(so_far.size());
+    return std::string("<|im_start|>user\nmore");
+  });
+  const Turn t = run(o);
+  EXPECT_EQ(t.text, "Hello");
+  EXPECT_EQ(t.result.finish, TurnFinish::EndTurn);
+  // The tokens of "Hello" and the control token.
+  EXPECT_EQ(t.result.stats.output_tokens, static_cast<int64_t>(model().tokenizer().encode("Hello").size()) + 1);
+}
+
+// Reasons with one "x" per token until the reasoning is closed, then answers "Done".
+Script reasoner() {
+  return [](const std::string& so_far) -> std::string {
+    const size_t close = so_far.find("</think>");
+    if (close == std::string::npos) {
+      if (std::string("<think>").starts_with(so_far) && so_far.size() < 7) return std::string("<think>").substr(so_far.size());
+      return "x";
+    }
+    std::string after = so_far.substr(close + 8);
+    after.erase(0, after.find_first_not_of(" \n"));
+    return rest_of("Done", after);
+  };
+}
+
+TEST(EngineTurn, ReasoningBudgetClosesTheBlockAndTheAnswerFollows) {
+  for (int64_t budget : {0, 1, 7, 30}) {
+    TurnOptions o;
+    o.max_tokens = 120;
+    o.reasoning = true;
+    o.reasoning_budget = budget;
+    o.logits_processor = scripted(reasoner());
+    const Turn t = run(o);
+    EXPECT_LE(static_cast<int64_t>(std::count(t.reasoning.begin(), t.reasoning.end(), 'x')), budget) << t.reasoning;
+    EXPECT_LE(t.result.stats.reasoning_tokens, budget);
+    EXPECT_EQ(t.text, "Done") << "budget " << budget << ", reasoning: " << t.reasoning;
+    EXPECT_EQ(t.result.finish, TurnFinish::EndTurn);
+  }
+}
+
+TEST(EngineTurn, WithoutABudgetTheScriptedReasonerRunsToMaxTokens) {
+  TurnOptions o;
+  o.max_tokens = 40;
+  o.reasoning = true;
+  o.logits_processor = scripted(reasoner());
+  const Turn t = run(o);
+  EXPECT_TRUE(t.text.empty()) << t.text;
+  EXPECT_GT(std::count(t.reasoning.begin(), t.reasoning.end(), 'x'), 30);
+  EXPECT_EQ(t.result.finish, TurnFinish::MaxTokens);
+}
+
+}  // namespace
+}  // namespace keel::test
