@@ -307,15 +307,7 @@ TEST(ApiAnthropicRequest, SystemMessageInsideMessagesIsKeptInPlace) {
   EXPECT_NO_THROW(api::parse_anthropic_count_tokens_request(body, {}));
 }
 
-const ServedModel& tiny_model() {
-  static const ServedModel model([] {
-    ServedModelOptions o;
-    o.dir = keel::test::tiny_toolcaller_dir();
-    o.threads = 1;
-    return o;
-  }());
-  return model;
-}
+const ServedModel& tiny_model() { return keel::test::tiny_served_model(); }
 
 // tiny-toolcaller's template (Qwen2.5's) renders a system turn anywhere: the message stays where
 // the client put it, as a system turn, and its tokens are system tokens.

@@ -10,19 +10,14 @@
 
 #include "keel/engine/chat_turn.h"
 #include "keel/kv/kv_footprint.h"
-#include "test_support.h"
+#include "server_support.h"
 
 namespace keel::test {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-std::filesystem::path toolcaller_dir() { return source_dir() / "models" / "tiny-toolcaller"; }
-
-ServedModel& model() {
-  static ServedModel m(ServedModelOptions{toolcaller_dir(), 2, std::nullopt});
-  return m;
-}
+ServedModel& model() { return tiny_served_model(); }
 
 json bash_tool() {
   return json::parse(R"([{"type":"function","function":{"name":"Bash","description":"Run a command",

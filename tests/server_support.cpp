@@ -145,7 +145,10 @@ std::filesystem::path random_talker(const TempDir& dir) {
   return out;
 }
 
-RawResponse raw_request(int port, const std::string& request) {
+namespace {
+
+// A TCP connection to 127.0.0.1:port (throws when it cannot be made).
+int connect_loopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
   sockaddr_in addr{};
@@ -156,11 +159,33 @@ RawResponse raw_request(int port, const std::string& request) {
     close(fd);
     throw std::runtime_error("connect failed");
   }
-  for (size_t sent = 0; sent < request.size();) {
-    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+  return fd;
+}
+
+// Sends as much of `data` as the peer takes.
+void send_all(int fd, const std::string& data) {
+  for (size_t sent = 0; sent < data.size();) {
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) break;
     sent += static_cast<size_t>(n);
   }
+}
+
+}  // namespace
+
+ServedModel& tiny_served_model() {
+  static ServedModel model([] {
+    ServedModelOptions o;
+    o.dir = tiny_toolcaller_dir();
+    o.threads = 2;
+    return o;
+  }());
+  return model;
+}
+
+RawResponse raw_request(int port, const std::string& request) {
+  const int fd = connect_loopback(port);
+  send_all(fd, request);
   // Read one response: its head, then Content-Length bytes of body (or up to the close).
   RawResponse out;
   std::string got;
@@ -192,24 +217,11 @@ RawResponse raw_request(int port, const std::string& request) {
 }
 
 std::string read_then_hang_up(int port, const std::string& path, const std::string& body, size_t bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("socket failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    throw std::runtime_error("connect failed");
-  }
+  const int fd = connect_loopback(port);
   const std::string head = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
   const std::string message = head + body;
-  for (size_t sent = 0; sent < message.size();) {
-    const ssize_t n = send(fd, message.data() + sent, message.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<size_t>(n);
-  }
+  send_all(fd, message);
   std::string got;
   char buf[4096];
   while (got.size() < bytes) {

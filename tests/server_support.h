@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "keel/engine/served_model.h"
 #include "test_support.h"
 
 namespace keel::test {
@@ -36,6 +37,9 @@ std::filesystem::path tiny_toolcaller_dir();
 // `keel synth`: it practically never samples the end-of-sequence token, so its answers run to
 // max_tokens. Served under the name "random-talker".
 std::filesystem::path random_talker(const TempDir& dir);
+// The bundled tiny-toolcaller loaded once per test process, for tests that prepare prompts or run
+// turns without a server (engine thread rules apply: one test at a time uses it).
+ServedModel& tiny_served_model();
 // ../shared/fixtures/golden/tiny-toolcaller.session.json: Claude Code-like requests and answers.
 const nlohmann::ordered_json& session_fixture();
 

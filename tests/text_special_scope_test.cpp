@@ -203,15 +203,7 @@ TEST(TextSpecialTokenScope, NormalConversationsEncodeExactlyAsBefore) {
   }
 }
 
-const ServedModel& tiny_model() {
-  static const ServedModel model([] {
-    ServedModelOptions o;
-    o.dir = keel::test::tiny_toolcaller_dir();
-    o.threads = 1;
-    return o;
-  }());
-  return model;
-}
+const ServedModel& tiny_model() { return keel::test::tiny_served_model(); }
 
 // Every golden session request prepares to the reference token count, as the whole-prompt
 // encoding did.

@@ -10,6 +10,7 @@
 #include "args.h"
 #include "commands.h"
 #include "keel/chat/chat_renderer.h"
+#include "keel/chat/system_fold.h"
 #include "keel/util/error.h"
 
 namespace keel::cli {
@@ -58,7 +59,9 @@ int render_command(const CommandArgs& argv) {
   bool has_tools = tools.is_array() && !tools.empty();
   auto src = chat::load_chat_template_source(model_dir, has_tools);
   chat::ChatTemplate tmpl(src.source, src.bos_token, src.eos_token);
-  chat::RenderedPrompt prompt = tmpl.render(messages, tools, kwargs);
+  // The same rendering serve uses: later system messages in place, or folded where the template
+  // cannot take them.
+  chat::RenderedPrompt prompt = chat::render_conversation(tmpl, messages, tools, kwargs).prompt;
 
   if (!args.has("roles")) {
     std::fwrite(prompt.text.data(), 1, prompt.text.size(), stdout);
