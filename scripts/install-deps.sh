@@ -18,6 +18,11 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# Node.js and npm for the client tests (Claude Code and the official SDKs, tests/clients). Checked
+# as commands, not packages: a NodeSource `nodejs` package bundles npm and conflicts with Debian's.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
 if ((${#missing[@]})); then
   sudo_cmd=""
   [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"

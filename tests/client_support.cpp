@@ -1,0 +1,182 @@
+#include "client_support.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace keel::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string read_file_or_empty(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Starts argv in a new process group with stdin from /dev/null and stdout/stderr to files.
+int spawn(std::vector<std::string> argv, std::vector<std::string> env, const std::filesystem::path* cwd,
+          const std::filesystem::path& out, const std::filesystem::path& err) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (cwd) posix_spawn_file_actions_addchdir_np(&actions, cwd->c_str());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  auto cargv = c_strings(argv);
+  auto cenv = c_strings(env);
+  int pid = -1;
+  const int rc = posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+}  // namespace
+
+std::optional<std::filesystem::path> find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (!path) return std::nullopt;
+  std::istringstream dirs(path);
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    const auto candidate = std::filesystem::path(dir) / name;
+    if (access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate)) return candidate;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+std::filesystem::path client_scripts_dir() { return source_dir() / "tests" / "clients"; }
+
+const ClientInstall& client_install() {
+  static const ClientInstall install = [] {
+    ClientInstall r;
+    r.dir = keel_binary().parent_path() / "clients";
+    r.node_modules = r.dir / "node_modules";
+    const auto npm = find_on_path("npm");
+    const auto node = find_on_path("node");
+    if (!npm || !node) {
+      r.skip_reason = "npm and node are needed for the client tests and are not on PATH "
+                      "(scripts/install-deps.sh installs the Debian nodejs and npm packages)";
+      return r;
+    }
+    r.node = *node;
+    const ProcessResult p = run_process({"/bin/bash", (source_dir() / "scripts" / "install-client-tests.sh").string(),
+                                         r.dir.string()},
+                                        current_environment(), source_dir(), std::chrono::seconds(540));
+    r.seconds = p.seconds;
+    if (p.exit_code == 3) {
+      r.skip_reason = "install-client-tests.sh: npm not found: " + p.err;
+    } else if (p.exit_code != 0) {
+      r.error = "scripts/install-client-tests.sh " + r.dir.string() + " failed (exit " + std::to_string(p.exit_code) +
+                (p.timed_out ? ", timed out" : "") + "):\n" + p.out + p.err;
+    }
+    return r;
+  }();
+  return install;
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                          const std::filesystem::path& cwd, std::chrono::seconds timeout) {
+  TempDir io;
+  const auto out = io.path() / "stdout";
+  const auto err = io.path() / "stderr";
+  const auto start = Clock::now();
+  const int pid = spawn(argv, env, &cwd, out, err);
+  ProcessResult r;
+  int status = 0;
+  for (;;) {
+    const int w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) {
+      r.exit_code = exit_code_of(status);
+      break;
+    }
+    if (Clock::now() - start > timeout) {
+      r.timed_out = true;
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      r.exit_code = exit_code_of(status);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-pid, SIGKILL);  // anything the process left running in its group
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.out = read_file_or_empty(out);
+  r.err = read_file_or_empty(err);
+  return r;
+}
+
+BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  pid_ = spawn(argv, env, nullptr, dir_.path() / "stdout", dir_.path() / "stderr");
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (pid_ <= 0) return;
+  kill(-pid_, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      kill(-pid_, SIGKILL);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(-pid_, SIGKILL);
+  waitpid(pid_, &status, 0);
+}
+
+std::string BackgroundProcess::out() const { return read_file_or_empty(dir_.path() / "stdout"); }
+std::string BackgroundProcess::err() const { return read_file_or_empty(dir_.path() / "stderr"); }
+
+bool BackgroundProcess::running() const {
+  int status = 0;
+  return waitpid(pid_, &status, WNOHANG) == 0;
+}
+
+std::string BackgroundProcess::wait_for_line(const std::string& prefix, std::chrono::seconds timeout) const {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    std::istringstream lines(out());
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind(prefix, 0) == 0 && !lines.eof()) return line.substr(prefix.size());
+    if (!running()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("no line starting with \"" + prefix + "\" on stdout; stdout:\n" + out() + "\nstderr:\n" + err());
+}
+
+}  // namespace keel::test

@@ -1,0 +1,149 @@
+// One call of the official OpenAI TypeScript SDK (openai, pinned in package.json) against keel
+// serve on 127.0.0.1:PORT serving the bundled tiny-toolcaller (tests/client_sdk_test.cpp).
+// Prints "ok CASE: ..." and exits 0, or prints what went wrong and exits 1.
+//
+//   NODE_PATH=<install>/node_modules node openai_sdk.cjs PORT CASE
+'use strict';
+const { OpenAI } = require('openai');
+
+const [port, which] = [Number(process.argv[2]), process.argv[3]];
+const MODEL = 'tiny-toolcaller';
+const client = new OpenAI({
+  baseURL: `http://127.0.0.1:${port}/v1`,
+  apiKey: 'local',
+  maxRetries: 0,
+  timeout: 300 * 1000,
+});
+
+// The first case of ../shared/fixtures/golden/tiny-toolcaller.session.json in OpenAI form: at
+// temperature 0 the model answers it with a Bash call.
+const TOOLS = [
+  {
+    type: 'function',
+    function: {
+      name: 'Bash',
+      description: 'Execute a bash command and return output.',
+      parameters: {
+        type: 'object',
+        properties: {
+          command: { type: 'string', description: 'The bash command to execute' },
+          description: { type: 'string', description: 'Description of what this command does' },
+        },
+        required: ['command'],
+      },
+    },
+  },
+  {
+    type: 'function',
+    function: {
+      name: 'Read',
+      description: 'Read a file from the filesystem.',
+      parameters: {
+        type: 'object',
+        properties: { file_path: { type: 'string', description: 'Absolute path to the file' } },
+        required: ['file_path'],
+      },
+    },
+  },
+];
+const REQUEST = {
+  model: MODEL,
+  max_tokens: 160,
+  temperature: 0,
+  tools: TOOLS,
+  messages: [
+    { role: 'system', content: 'You are a helpful coding assistant. When asked to perform tasks, you MUST use the available tools.' },
+    { role: 'user', content: 'What files are in /tmp?' },
+  ],
+};
+
+function check(cond, what) {
+  if (!cond) throw new Error('check failed: ' + what);
+}
+
+const cases = {
+  async chat_create() {
+    const r = await client.chat.completions.create(REQUEST);
+    check(r.object === 'chat.completion' && Array.isArray(r.choices) && r.choices.length === 1, 'completion: ' + JSON.stringify(r));
+    const choice = r.choices[0];
+    const calls = choice.message.tool_calls || [];
+    check(calls.length >= 1, 'tool_calls: ' + JSON.stringify(choice.message));
+    const call = calls[0];
+    check(call.type === 'function' && call.function.name === 'Bash' && typeof call.id === 'string', 'Bash call: ' + JSON.stringify(call));
+    const args = JSON.parse(call.function.arguments);
+    check(typeof args.command === 'string', 'arguments parse to {command}: ' + call.function.arguments);
+    check(choice.finish_reason === 'tool_calls', 'finish_reason tool_calls, got ' + choice.finish_reason);
+    check(r.usage && r.usage.prompt_tokens > 0 && r.usage.completion_tokens > 0, 'usage: ' + JSON.stringify(r.usage));
+    return `Bash ${call.function.arguments}, usage ${JSON.stringify(r.usage)}`;
+  },
+
+  async chat_create_stream() {
+    const stream = await client.chat.completions.create({ ...REQUEST, stream: true, stream_options: { include_usage: true } });
+    const calls = [];
+    let finish = null;
+    let usage = null;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      ++chunks;
+      check(chunk.object === 'chat.completion.chunk', 'chunk object: ' + JSON.stringify(chunk));
+      if (chunk.usage) usage = chunk.usage;
+      for (const choice of chunk.choices) {
+        if (choice.finish_reason) finish = choice.finish_reason;
+        for (const d of choice.delta.tool_calls || []) {
+          if (!calls[d.index]) calls[d.index] = { id: d.id, name: '', arguments: '' };
+          if (d.function && d.function.name) calls[d.index].name += d.function.name;
+          if (d.function && d.function.arguments) calls[d.index].arguments += d.function.arguments;
+        }
+      }
+    }
+    check(calls.length >= 1 && calls[0].name === 'Bash' && calls[0].id, 'a Bash call: ' + JSON.stringify(calls));
+    const args = JSON.parse(calls[0].arguments);
+    check(typeof args.command === 'string', 'arguments parse to {command}: ' + calls[0].arguments);
+    check(finish === 'tool_calls', 'finish_reason tool_calls, got ' + finish);
+    check(usage && usage.prompt_tokens > 0, 'usage chunk: ' + JSON.stringify(usage));
+    return `${chunks} chunks, Bash ${calls[0].arguments}`;
+  },
+
+  // The SDK's own stream accumulator (chat.completions.stream), which checks chunk order strictly.
+  async chat_stream_helper() {
+    const stream = client.chat.completions.stream(REQUEST);
+    const r = await stream.finalChatCompletion();
+    const call = (r.choices[0].message.tool_calls || [])[0];
+    check(call && call.function.name === 'Bash', 'Bash call: ' + JSON.stringify(r.choices[0].message));
+    JSON.parse(call.function.arguments);
+    return `Bash ${call.function.arguments}`;
+  },
+
+  async models_list() {
+    const ids = [];
+    for await (const m of client.models.list()) {
+      check(m.object === 'model' && typeof m.id === 'string', 'model entry: ' + JSON.stringify(m));
+      ids.push(m.id);
+    }
+    check(ids.includes(MODEL), `${MODEL} listed: ${JSON.stringify(ids)}`);
+    return ids.join(',');
+  },
+
+  async models_retrieve() {
+    const m = await client.models.retrieve(MODEL);
+    check(m.object === 'model' && m.id === MODEL, 'model: ' + JSON.stringify(m));
+    let missing = null;
+    try {
+      await client.models.retrieve('no-such-model');
+    } catch (e) {
+      missing = e;
+    }
+    check(missing instanceof OpenAI.NotFoundError, 'an unknown model is a NotFoundError, got ' + missing);
+    return JSON.stringify(m);
+  },
+};
+
+(async () => {
+  if (!cases[which]) throw new Error(`unknown case ${which}; cases: ${Object.keys(cases).join(' ')}`);
+  const detail = await cases[which]();
+  console.log(`ok ${which}: ${detail}`);
+})().catch((e) => {
+  console.log(`FAILED ${which}: ${e && e.stack ? e.stack : e}`);
+  if (e && e.status) console.log(`HTTP ${e.status} ${JSON.stringify(e.error)}`);
+  process.exit(1);
+});
