@@ -132,13 +132,19 @@ TEST(ServeObservability, ErrorsAreLoggedWithTheirRequestId) {
   ASSERT_TRUE(cross);
   auto fine = client.Get("/health");
   ASSERT_TRUE(fine);
+  // Claude Code accepts compressed answers: the reason is logged all the same.
+  auto compressed =
+      client.Post("/v1/messages", {{"Accept-Encoding", "gzip, deflate, br, zstd"}}, bad.dump(), "application/json");
+  ASSERT_TRUE(compressed);
+  ASSERT_EQ(compressed->status, 400);
 
   // The logger writes once the response is out, on the connection's thread: wait for every line.
   const std::string cross_id = request_id_of(cross->headers);
+  const std::string compressed_id = request_id_of(compressed->headers);
   std::string log = server.log();
   for (int i = 0; i < 500; ++i) {
     bool all = true;
-    for (const auto& id : {request_id_of(invalid.headers), request_id_of(missing->headers), cross_id})
+    for (const auto& id : {request_id_of(invalid.headers), request_id_of(missing->headers), cross_id, compressed_id})
       all = all && log.find(id) != std::string::npos;
     if (all) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -152,6 +158,8 @@ TEST(ServeObservability, ErrorsAreLoggedWithTheirRequestId) {
             std::string::npos)
       << log;
   EXPECT_NE(log.find(cross_id + " POST /v1/messages -> 403: requests from web pages are refused"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("keel serve: " + compressed_id + " POST /v1/messages -> 400: " + message), std::string::npos)
       << log;
   EXPECT_EQ(log.find("secret-body-marker"), std::string::npos) << log;
   EXPECT_EQ(log.find(request_id_of(fine->headers)), std::string::npos) << "a 200 was logged:\n" << log;

@@ -15,9 +15,17 @@
 
 namespace keel::api {
 
+namespace {
+// The reason of the error the current request was answered with, for the log line. httplib calls
+// the logger on the thread that ran the handler, after the body may have been compressed (Claude
+// Code accepts gzip, br and zstd), so the reason is kept here rather than read back from the body.
+thread_local std::string t_error_reason;
+}  // namespace
+
 void send_error(httplib::Response& res, Protocol protocol, const ApiError& error) {
   res.status = error_status(protocol, error);
   res.set_content(error_body(protocol, error), "application/json");
+  t_error_reason = error.what();
 }
 
 namespace {
@@ -39,6 +47,7 @@ void send_error_for(httplib::Response& res, const std::string& path, const ApiEr
     case Envelope::Shared:
       res.status = error.status;
       res.set_content(shared_error_body(error), "application/json");
+      t_error_reason = error.what();
       return;
   }
 }
@@ -47,7 +56,7 @@ void send_error_for(httplib::Response& res, const std::string& path, const ApiEr
 // scan of random URLs cannot add a series per URL to /metrics.
 std::string route_label(const std::string& path) {
   static const char* const kRoutes[] = {"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions",
-                                        "/v1/models", "/health", "/metrics"};
+                                        "/v1/models", "/health", "/metrics", "/api/hello"};
   for (const char* route : kRoutes)
     if (path == route) return path;
   if (path.size() > 11 && path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -75,6 +84,7 @@ std::string printable(const std::string& text, size_t limit = 200) {
 // Why an error response was sent: the message of the envelope this server wrote (every envelope
 // keeps it at error.message). Never the request body.
 std::string error_reason(const httplib::Response& res) {
+  if (!t_error_reason.empty()) return printable(t_error_reason, 500);
   const auto body = nlohmann::json::parse(res.body, nullptr, false);
   if (body.is_object() && body.contains("error") && body["error"].is_object() && body["error"].contains("message") &&
       body["error"]["message"].is_string())
@@ -242,6 +252,11 @@ struct Server::Impl {
       }
       state.metrics.count_response("/v1/models/{id}", res.status);
     }));
+    // Claude Code's connectivity check (HEAD, before its first request unless non-essential traffic
+    // is off). httplib answers HEAD with the GET handler, without the body.
+    http.Get("/api/hello", admitted(false, [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("{\"status\":\"ok\"}", "application/json");
+    }));
     http.Get("/health", admitted(false, [this](const httplib::Request& req, httplib::Response& res) {
       res.set_content(health_json(state, access.presents_key(req)).dump(), "application/json");
     }));
@@ -291,10 +306,11 @@ struct Server::Impl {
     // Every 4xx and 5xx on stderr with its request id, so a client's report can be matched to a
     // line: method, path, status and the error message, never the body.
     http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      if (res.status < 400) return;
-      std::fprintf(stderr, "keel serve: %s %s %s -> %d: %s\n", printable(res.get_header_value("request-id")).c_str(),
-                   req.path.empty() ? "-" : printable(req.method, 16).c_str(),
-                   req.path.empty() ? "-" : printable(req.path).c_str(), res.status, error_reason(res).c_str());
+      if (res.status >= 400)
+        std::fprintf(stderr, "keel serve: %s %s %s -> %d: %s\n", printable(res.get_header_value("request-id")).c_str(),
+                     req.path.empty() ? "-" : printable(req.method, 16).c_str(),
+                     req.path.empty() ? "-" : printable(req.path).c_str(), res.status, error_reason(res).c_str());
+      t_error_reason.clear();
     });
   }
 };
