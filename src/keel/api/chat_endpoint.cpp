@@ -140,8 +140,13 @@ std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::
     TurnResult result;
     std::optional<ApiError> error;
     try {
-      if (!job->cancelled) result = run_turn(s.model, s.session, *prompt, options, emit);
-      else result.finish = TurnFinish::Cancelled;
+      if (!job->cancelled) {
+        result = run_turn(s.model, s.session, *prompt, options, emit);
+      } else {
+        // The client left while the request waited: nothing of it ran.
+        result.finish = TurnFinish::Cancelled;
+        result.stats.prompt_tokens = static_cast<int64_t>(prompt->ids.size());
+      }
     } catch (const std::exception& e) {
       error = internal_error(std::string("generation failed: ") + e.what());
     }
