@@ -70,7 +70,7 @@ void BM_AttendSpans(benchmark::State& state) {
   std::vector<float> out(static_cast<size_t>(dim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   for (auto _ : state) {
-    kv::attend_spans(c.q.data(), dim, scale, c.spans, out.data());
+    kv::attend_spans(c.q.data(), dim, {.scale = scale}, c.spans, 0, out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

@@ -1,13 +1,18 @@
-// Engine behaviour beyond the golden numerics: chunked prefill, sampling, stop ids, all formats.
+// Engine behaviour beyond the golden numerics: the forward loop over the paged KV pool (chunked
+// prefill, prefix reuse, cancelling, a failed pass), raw generation (sampling, stop ids, limits),
+// all weight formats.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <fstream>
 
+#include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
-#include "keel/engine/generator.h"
-#include "keel/kv/bf16_kv_cache.h"
-#include "keel/model/synth.h"
+#include "keel/engine/forward_loop.h"
+#include "keel/engine/raw_generation.h"
+#include "keel/engine/standalone_sequence.h"
+#include "keel/arch/synth.h"
 #include "keel/ops/bf16_dot_x86.h"
 #include "keel/ops/matmul.h"
 #include "keel/util/half.h"
@@ -17,6 +22,8 @@
 namespace keel {
 namespace {
 
+using chat::Role;
+
 std::filesystem::path toolcaller() { return test::shared_dir() / "models/tiny-toolcaller"; }
 
 std::vector<int32_t> sample_prompt(int64_t n, int64_t vocab) {
@@ -25,68 +32,200 @@ std::vector<int32_t> sample_prompt(int64_t n, int64_t vocab) {
   return t;
 }
 
+// Roles that change every few tokens, so that blocks mix them.
+std::vector<Role> sample_roles(size_t n) {
+  std::vector<Role> r(n);
+  for (size_t i = 0; i < n; ++i) r[i] = static_cast<Role>((i / 5) % chat::kRoleCount);
+  return r;
+}
+
+struct Loaded {
+  explicit Loaded(const std::filesystem::path& dir, int threads = 2)
+      : weights(arch::load_model(dir)), pool(threads), model(weights, pool) {}
+  ModelWeights weights;
+  ThreadPool pool;
+  Transformer model;
+  std::vector<float> logits() const { return std::vector<float>(static_cast<size_t>(weights.spec.vocab_size)); }
+};
+
 // A token's logits must not depend on how the prompt was split into forward passes: every kernel
-// sums each output in the same order whatever the number of tokens per call.
+// sums each output in the same order whatever the number of tokens per call, and the pool reads a
+// token's K/V the same way whichever pass stored it.
 TEST(Engine, ChunkedPrefillEqualsOneShotBitForBit) {
   for (const char* name : {"tiny-toolcaller", "tiny-toolcaller-mlx4", "tiny-llama3-random", "stories260K-hf"}) {
-    const ModelWeights w = load_model(test::shared_dir() / "models" / name);
-    ThreadPool pool(2);
-    Transformer model(w, pool);
-    const auto prompt = sample_prompt(150, w.spec.vocab_size);
+    Loaded m(test::shared_dir() / "models" / name);
+    const auto prompt = sample_prompt(150, m.weights.spec.vocab_size);
+    const auto roles = sample_roles(prompt.size());
     std::vector<float> reference;
-    for (int64_t chunk : {150, 64, 7, 1}) {
-      Bf16KvCache cache(w.spec, 200);
-      Generator g(model, cache);
-      auto logits = g.prefill(prompt, chunk);
+    for (int64_t chunk : {150, 64, 16, 7, 1}) {
+      StandaloneSequence cache(m.weights.spec, 200);
+      auto logits = m.logits();
+      const PrefillResult r = prefill(m.model, cache.sequence(), prompt, roles, chunk, logits);
+      EXPECT_EQ(r.prefilled, 150);
+      EXPECT_FALSE(r.cancelled);
+      EXPECT_EQ(cache.sequence().size(), 150);
       if (reference.empty()) reference = logits;
       EXPECT_EQ(logits, reference) << name << ", chunks of " << chunk;
     }
   }
 }
 
+// A prompt that continues a cached one reuses its whole blocks and prefills only the rest; the
+// logits after it, and every decode step after that, are those of a fresh prefill.
+TEST(Engine, ReusedPrefixEqualsFreshPrefill) {
+  for (const char* name : {"tiny-toolcaller", "stories260K-hf"}) {
+    Loaded m(test::shared_dir() / "models" / name);
+    const auto first = sample_prompt(100, m.weights.spec.vocab_size);
+    auto longer = first;
+    for (int32_t t : sample_prompt(37, m.weights.spec.vocab_size)) longer.push_back((t * 3 + 1) % static_cast<int32_t>(m.weights.spec.vocab_size));
+    const auto roles = sample_roles(longer.size());
+    const auto first_roles = std::span<const Role>(roles).first(first.size());
+
+    StandaloneSequence shared(m.weights.spec, 400);
+    auto logits = m.logits();
+    prefill(m.model, shared.sequence(), first, first_roles, 32, logits);
+    shared.sequence().publish();
+    const auto reused = shared.pool().open(longer, roles);
+    EXPECT_EQ(reused->size(), 96);  // the whole 16-token blocks of the first prompt
+    const PrefillResult r = prefill(m.model, *reused, longer, roles, 32, logits);
+    EXPECT_EQ(r.prefilled, static_cast<int64_t>(longer.size()) - 96);
+
+    StandaloneSequence fresh(m.weights.spec, 400);
+    auto expected = m.logits();
+    prefill(m.model, fresh.sequence(), longer, roles, static_cast<int64_t>(longer.size()), expected);
+    EXPECT_EQ(logits, expected) << name;
+    for (int step = 0; step < 4; ++step) {
+      const int32_t next = argmax(expected);
+      decode_step(m.model, *reused, next, logits);
+      decode_step(m.model, fresh.sequence(), next, expected);
+      EXPECT_EQ(logits, expected) << name << ", decode step " << step;
+    }
+  }
+}
+
+TEST(Engine, PrefillSeesCancelBeforeTheFirstChunk) {
+  Loaded m(toolcaller(), 1);
+  const auto prompt = sample_prompt(40, m.weights.spec.vocab_size);
+  const auto roles = sample_roles(prompt.size());
+  StandaloneSequence cache(m.weights.spec, 64);
+  auto logits = m.logits();
+  std::atomic<bool> cancelled{true};
+  PrefillResult r = prefill(m.model, cache.sequence(), prompt, roles, 8, logits, &cancelled);
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_EQ(r.prefilled, 0);
+  EXPECT_EQ(cache.sequence().size(), 0);
+  cancelled = false;
+  r = prefill(m.model, cache.sequence(), prompt, roles, 8, logits, &cancelled);
+  EXPECT_FALSE(r.cancelled);
+  EXPECT_EQ(r.prefilled, 40);
+}
+
+// A pass that throws (here: a token outside the vocabulary) leaves the sequence as it was, ids
+// and roles included, and the next pass gives the logits of a sequence that never saw it.
+TEST(Engine, FailedPassLeavesTheSequenceUsable) {
+  Loaded m(toolcaller(), 1);
+  const auto prompt = sample_prompt(20, m.weights.spec.vocab_size);
+  const auto roles = sample_roles(prompt.size());
+  StandaloneSequence cache(m.weights.spec, 64);
+  auto logits = m.logits();
+  prefill(m.model, cache.sequence(), std::span(prompt).first(12), std::span(roles).first(12), 12, logits);
+  EXPECT_THROW(decode_step(m.model, cache.sequence(), static_cast<int32_t>(m.weights.spec.vocab_size), logits), Error);
+  EXPECT_EQ(cache.sequence().size(), 12);
+  EXPECT_EQ(cache.sequence().token_ids().size(), 12u);
+  prefill(m.model, cache.sequence(), prompt, roles, 5, logits);
+
+  StandaloneSequence fresh(m.weights.spec, 64);
+  auto expected = m.logits();
+  prefill(m.model, fresh.sequence(), prompt, roles, 20, expected);
+  EXPECT_EQ(logits, expected);
+}
+
+TEST(Engine, PrefillRejectsASequenceThatIsNotAPrefix) {
+  Loaded m(toolcaller(), 1);
+  const auto prompt = sample_prompt(20, m.weights.spec.vocab_size);
+  const auto roles = sample_roles(prompt.size());
+  StandaloneSequence cache(m.weights.spec, 64);
+  auto logits = m.logits();
+  prefill(m.model, cache.sequence(), std::span(prompt).first(10), std::span(roles).first(10), 4, logits);
+  auto other = prompt;
+  other[3] = (other[3] + 1) % static_cast<int32_t>(m.weights.spec.vocab_size);
+  EXPECT_THROW(prefill(m.model, cache.sequence(), other, roles, 4, logits), Error);
+  EXPECT_THROW(prefill(m.model, cache.sequence(), std::span(prompt).first(10), std::span(roles).first(10), 4, logits), Error);
+  EXPECT_THROW(prefill(m.model, cache.sequence(), prompt, roles, 0, logits), Error);
+  EXPECT_EQ(cache.sequence().size(), 10);
+}
+
 TEST(Engine, StopsAtEveryEosIdFromEveryFile) {
-  const ModelWeights w = load_model(toolcaller());
+  const ModelWeights w = arch::load_model(toolcaller());
   // config.json says 1658, generation_config.json adds 1656, tokenizer_config names <|im_end|>.
   EXPECT_EQ(w.eos_token_ids, (std::vector<int32_t>{1656, 1658}));
 }
 
 TEST(Engine, SameSeedSameOutput) {
-  const ModelWeights w = load_model(toolcaller());
-  ThreadPool pool(2);
-  Transformer model(w, pool);
+  Loaded m(toolcaller());
   auto run = [&](uint64_t seed) {
-    Bf16KvCache cache(w.spec, 64);
-    Generator g(model, cache);
+    StandaloneSequence cache(m.weights.spec, 64);
     GenerationOptions o;
     o.max_tokens = 24;
     o.sampling = {1.0, 50, 0.95, 0.02, seed};
-    return g.generate(sample_prompt(8, w.spec.vocab_size), o).tokens;
+    return generate_raw(m.model, cache.sequence(), sample_prompt(8, m.weights.spec.vocab_size), o).tokens;
   };
   EXPECT_EQ(run(7), run(7));
   EXPECT_NE(run(7), run(8));  // 24 draws at temperature 1 from a 1661-token vocabulary
 }
 
 TEST(Engine, GreedyStopsAtEndOfSequenceAndHonoursMaxTokens) {
-  const ModelWeights w = load_model(toolcaller());
-  ThreadPool pool(1);
-  Transformer model(w, pool);
-  Bf16KvCache cache(w.spec, 64);
-  Generator g(model, cache);
+  Loaded m(toolcaller(), 1);
+  StandaloneSequence cache(m.weights.spec, 64);
   GenerationOptions o;
   o.max_tokens = 5;
-  auto r = g.generate(sample_prompt(8, w.spec.vocab_size), o);
+  std::vector<int32_t> seen;
+  auto r = generate_raw(m.model, cache.sequence(), sample_prompt(8, m.weights.spec.vocab_size), o, [&](int32_t id) {
+    seen.push_back(id);
+    return true;
+  });
   EXPECT_EQ(r.tokens.size(), 5u);
+  EXPECT_EQ(seen, r.tokens);
   EXPECT_EQ(r.stop, StopReason::MaxTokens);
-  EXPECT_EQ(cache.size(), 8 + 4);  // the last sampled token is never fed back
+  EXPECT_EQ(r.stats.prompt_tokens, 8);
+  EXPECT_EQ(r.stats.generated_tokens, 5);
+  EXPECT_EQ(cache.sequence().size(), 8 + 4);  // the last sampled token is never fed back
+
+  // The first greedy token made an end-of-sequence id: nothing is generated.
+  StandaloneSequence again(m.weights.spec, 64);
+  o.stop_ids = {r.tokens[0]};
+  const auto stopped = generate_raw(m.model, again.sequence(), sample_prompt(8, m.weights.spec.vocab_size), o);
+  EXPECT_TRUE(stopped.tokens.empty());
+  EXPECT_EQ(stopped.stop, StopReason::EndOfSequence);
+
+  // The callback says stop after the second token.
+  StandaloneSequence third(m.weights.spec, 64);
+  o.stop_ids.clear();
+  int calls = 0;
+  const auto cut = generate_raw(m.model, third.sequence(), sample_prompt(8, m.weights.spec.vocab_size), o,
+                                [&](int32_t) { return ++calls < 2; });
+  EXPECT_EQ(cut.tokens, std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + 2));
+  EXPECT_EQ(cut.stop, StopReason::Cancelled);
+}
+
+TEST(Engine, GenerationStopsWhenTheContextIsFull) {
+  Loaded m(toolcaller(), 1);
+  StandaloneSequence cache(m.weights.spec, 10);
+  GenerationOptions o;
+  o.max_tokens = 100;
+  const auto r = generate_raw(m.model, cache.sequence(), sample_prompt(8, m.weights.spec.vocab_size), o);
+  // Two decode steps fill positions 8 and 9; the token sampled after them has no room.
+  EXPECT_EQ(r.tokens.size(), 3u);
+  EXPECT_EQ(r.stop, StopReason::ContextFull);
+  EXPECT_EQ(cache.sequence().size(), 10);
 }
 
 TEST(Engine, ContextOverflowIsAnError) {
-  const ModelWeights w = load_model(toolcaller());
-  ThreadPool pool(1);
-  Transformer model(w, pool);
-  Bf16KvCache cache(w.spec, 4);
-  Generator g(model, cache);
-  EXPECT_THROW(g.generate(sample_prompt(8, w.spec.vocab_size), GenerationOptions{}), Error);
+  Loaded m(toolcaller(), 1);
+  StandaloneSequence cache(m.weights.spec, 4);
+  EXPECT_THROW(generate_raw(m.model, cache.sequence(), sample_prompt(8, m.weights.spec.vocab_size), GenerationOptions{}),
+               Error);
+  EXPECT_THROW(StandaloneSequence(m.weights.spec, 0), Error);
 }
 
 TEST(Engine, SamplerFilters) {
@@ -121,7 +260,7 @@ TEST(Engine, MatmulAllFormatsBothPaths) {
       o.mlx_group_size = group;
       auto dir = tmp.path() / (std::string(weight_format_name(f)) + std::to_string(group));
       synthesize_model(tmp.path() / "c.json", dir, o);
-      const ModelWeights w = load_model(dir);
+      const ModelWeights w = arch::load_model(dir);
       for (const Matrix* m : {&w.layers[0].down, &w.layers[0].gate, &w.embed}) {
         const int64_t n = 5;
         std::vector<float> x(static_cast<size_t>(n * m->cols));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -163,6 +164,51 @@ TEST(EngineTurn, WithoutABudgetTheScriptedReasonerRunsToMaxTokens) {
   EXPECT_TRUE(t.text.empty()) << t.text;
   EXPECT_GT(std::count(t.reasoning.begin(), t.reasoning.end(), 'x'), 30);
   EXPECT_EQ(t.result.finish, TurnFinish::MaxTokens);
+}
+
+// The turn prefills through engine/forward_loop: the same prompt again on the same session reuses
+// the cached prefix, prefills only the rest, and writes what a fresh session writes.
+TEST(EngineTurn, APromptAgainReusesItsPrefixAndWritesTheSame) {
+  const json messages = json::parse(R"([{"role":"user","content":"List the files in src and say which is largest."}])");
+  const PreparedPrompt prompt = model().prepare(messages, nullptr, false);
+  const ModelSpec& spec = model().weights().spec;
+  const int64_t context = 1024;
+  const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), context) * context) * 2;
+  TurnOptions o;
+  o.max_tokens = 12;
+  o.prefill_chunk = 5;
+  auto turn = [&](SessionCache& session, TurnResult& result) {
+    std::string text;
+    result = run_turn(model(), session, prompt, o, [&](TurnEvent&& e) { text += e.text + e.name; });
+    return text;
+  };
+  SessionCache session(spec, budget, kv::KvPolicy(), true, context);
+  TurnResult first, again, fresh_result;
+  const std::string first_text = turn(session, first);
+  const std::string again_text = turn(session, again);
+  SessionCache fresh(spec, budget, kv::KvPolicy(), true, context);
+  const std::string fresh_text = turn(fresh, fresh_result);
+
+  const auto n = static_cast<int64_t>(prompt.ids.size());
+  EXPECT_EQ(first.stats.reused_tokens, 0);
+  EXPECT_EQ(first.stats.prefilled_tokens, n);
+  EXPECT_EQ(again.stats.reused_tokens, n - 1);  // the live sequence: all but the last prompt token
+  EXPECT_EQ(again.stats.prefilled_tokens, 1);
+  EXPECT_FALSE(first_text.empty());  // so that the comparisons below say something
+  EXPECT_EQ(again_text, first_text);
+  EXPECT_EQ(fresh_text, first_text);
+  EXPECT_EQ(again.stats.output_tokens, first.stats.output_tokens);
+}
+
+TEST(EngineTurn, ACancelledTurnStopsBeforeItsFirstChunk) {
+  std::atomic<bool> cancelled{true};
+  TurnOptions o;
+  o.cancelled = &cancelled;
+  const Turn t = run(o);
+  EXPECT_EQ(t.result.finish, TurnFinish::Cancelled);
+  EXPECT_EQ(t.result.stats.prefilled_tokens, 0);
+  EXPECT_EQ(t.result.stats.output_tokens, 0);
+  EXPECT_TRUE(t.text.empty());
 }
 
 }  // namespace

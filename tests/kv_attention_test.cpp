@@ -1,5 +1,6 @@
 // attend_spans: agreement with a double-precision reference over the decoded rows, for mixed
-// formats and rotations, and bit-identical results however the rows are split into spans.
+// formats and rotations, with sliding windows, soft-capping and sinks, and bit-identical results
+// however the rows are split into spans (and however many rows before a window are passed).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "keel/util/error.h"
 
 using keel::KvFormat;
+using keel::ops::AttentionParams;
 namespace kv = keel::kv;
 
 namespace {
@@ -84,10 +86,13 @@ std::vector<double> rounded_query(const std::vector<float>& q, bool rotated) {
   return out;
 }
 
-// Exact softmax attention in double over the decoded rows; with model_q_rounding, quantized keys
-// see the rounded query as the kernel documents, which leaves only float rounding between the two.
-std::vector<double> reference(const std::vector<float>& q, float scale, const std::vector<Segment>& segs,
-                              bool model_q_rounding = false) {
+// Exact softmax attention in double over the decoded rows, which sit at positions first_pos,
+// first_pos + 1, ... with the query at the last one; with model_q_rounding, quantized keys see the
+// rounded query as the kernel documents, which leaves only float rounding between the two. Written
+// out plainly from the definitions in kv_attention.h: the window keeps the last `window` positions,
+// the soft-cap squashes scaled scores, the sink adds exp(sink) to the denominator only.
+std::vector<double> reference(const std::vector<float>& q, const AttentionParams& p, const std::vector<Segment>& segs,
+                              bool model_q_rounding = false, int64_t first_pos = 0) {
   const size_t dim = q.size();
   std::vector<double> scores;
   std::vector<const float*> values;
@@ -97,21 +102,43 @@ std::vector<double> reference(const std::vector<float>& q, float scale, const st
     for (int64_t i = 0; i < s.count; ++i) {
       double dot = 0;
       for (size_t d = 0; d < dim; ++d) dot += qs[d] * s.k[i * dim + d];
-      scores.push_back(dot * scale);
+      double score = dot * p.scale;
+      if (p.softcap > 0) score = p.softcap * std::tanh(score / p.softcap);
+      scores.push_back(score);
       values.push_back(s.v.data() + i * dim);
     }
   }
-  double mx = -INFINITY;
-  for (double x : scores) mx = std::max(mx, x);
-  double sum = 0;
+  const int64_t last = first_pos + static_cast<int64_t>(scores.size()) - 1;
+  const int64_t first_read = p.window > 0 ? std::max<int64_t>(first_pos, last - p.window + 1) : first_pos;
+  const auto skip = static_cast<size_t>(first_read - first_pos);
+  double mx = p.has_sink ? p.sink : -INFINITY;
+  for (size_t j = skip; j < scores.size(); ++j) mx = std::max(mx, scores[j]);
+  double sum = p.has_sink ? std::exp(p.sink - mx) : 0.0;
   std::vector<double> out(dim, 0.0);
-  for (size_t j = 0; j < scores.size(); ++j) {
-    const double p = std::exp(scores[j] - mx);
-    sum += p;
-    for (size_t d = 0; d < dim; ++d) out[d] += p * values[j][d];
+  for (size_t j = skip; j < scores.size(); ++j) {
+    const double w = std::exp(scores[j] - mx);
+    sum += w;
+    for (size_t d = 0; d < dim; ++d) out[d] += w * values[j][d];
   }
   for (double& o : out) o /= sum;
   return out;
+}
+
+std::vector<double> reference(const std::vector<float>& q, float scale, const std::vector<Segment>& segs,
+                              bool model_q_rounding = false) {
+  return reference(q, AttentionParams{.scale = scale}, segs, model_q_rounding);
+}
+
+// attend_spans over the rows of `spans`, the first of them at position first_pos.
+std::vector<float> attend(const std::vector<float>& q, const AttentionParams& p, std::span<const kv::KvSpan> spans,
+                          int64_t first_pos = 0) {
+  std::vector<float> out(q.size());
+  kv::attend_spans(q.data(), static_cast<int64_t>(q.size()), p, spans, first_pos, out.data());
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Cuts every segment into spans at random points (empty spans included).
@@ -165,7 +192,7 @@ TEST(KvAttention, MixedFormatSpansMatchADoublePrecisionReference) {
       const auto exact = reference(q, scale, segs);
       const auto modelled = reference(q, scale, segs, /*model_q_rounding=*/true);
       std::vector<float> got(static_cast<size_t>(dim));
-      kv::attend_spans(q.data(), dim, scale, whole(segs), got.data());
+      kv::attend_spans(q.data(), dim, {.scale = scale}, whole(segs), 0, got.data());
       double worst_exact = 0, worst_modelled = 0;
       for (int64_t d = 0; d < dim; ++d) {
         worst_exact = std::max(worst_exact, std::fabs(got[d] - exact[d]));
@@ -190,7 +217,7 @@ TEST(KvAttention, EachFormatAloneMatchesTheReference) {
         const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
         const auto want = reference(q, scale, segs, /*model_q_rounding=*/true);
         std::vector<float> got(static_cast<size_t>(dim));
-        kv::attend_spans(q.data(), dim, scale, whole(segs), got.data());
+        kv::attend_spans(q.data(), dim, {.scale = scale}, whole(segs), 0, got.data());
         for (int64_t d = 0; d < dim; ++d)
           ASSERT_NEAR(got[d], want[d], 1e-5) << keel::kv_format_name(f) << " rotated " << rotated << " dim " << dim;
       }
@@ -205,10 +232,10 @@ TEST(KvAttention, SplittingRowsIntoSpansDifferentlyGivesIdenticalBits) {
     const auto q = random_query(rng, dim, 2.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
     std::vector<float> base(static_cast<size_t>(dim)), other(static_cast<size_t>(dim));
-    kv::attend_spans(q.data(), dim, scale, whole(segs), base.data());
+    kv::attend_spans(q.data(), dim, {.scale = scale}, whole(segs), 0, base.data());
     for (int trial = 0; trial < 30; ++trial) {
       const auto spans = random_split(rng, segs);
-      kv::attend_spans(q.data(), dim, scale, spans, other.data());
+      kv::attend_spans(q.data(), dim, {.scale = scale}, spans, 0, other.data());
       ASSERT_EQ(std::memcmp(base.data(), other.data(), base.size() * sizeof(float)), 0)
           << "dim " << dim << " split into " << spans.size() << " spans";
     }
@@ -216,7 +243,7 @@ TEST(KvAttention, SplittingRowsIntoSpansDifferentlyGivesIdenticalBits) {
     std::vector<kv::KvSpan> singles;
     for (const Segment& s : segs)
       for (int64_t i = 0; i < s.count; ++i) singles.push_back(s.span(i, 1));
-    kv::attend_spans(q.data(), dim, scale, singles, other.data());
+    kv::attend_spans(q.data(), dim, {.scale = scale}, singles, 0, other.data());
     EXPECT_EQ(std::memcmp(base.data(), other.data(), base.size() * sizeof(float)), 0);
   }
 }
@@ -227,12 +254,12 @@ TEST(KvAttention, SameBitsFromConcurrentThreads) {
   const auto segs = mixed_segments(rng, dim);
   const auto q = random_query(rng, dim, 1.0f);
   std::vector<float> base(dim);
-  kv::attend_spans(q.data(), dim, 0.09f, whole(segs), base.data());
+  kv::attend_spans(q.data(), dim, {.scale = 0.09f}, whole(segs), 0, base.data());
   std::vector<std::vector<float>> outs(4, std::vector<float>(dim));
   std::vector<std::thread> threads;
   for (auto& o : outs)
     threads.emplace_back([&] {
-      for (int rep = 0; rep < 20; ++rep) kv::attend_spans(q.data(), dim, 0.09f, whole(segs), o.data());
+      for (int rep = 0; rep < 20; ++rep) kv::attend_spans(q.data(), dim, {.scale = 0.09f}, whole(segs), 0, o.data());
     });
   for (auto& t : threads) t.join();
   for (const auto& o : outs) EXPECT_EQ(std::memcmp(o.data(), base.data(), dim * sizeof(float)), 0);
@@ -244,7 +271,7 @@ TEST(KvAttention, OneRowReturnsItsValue) {
     const std::vector<Segment> segs{make_segment(rng, f, false, 1, 64)};
     const auto q = random_query(rng, 64, 1.0f);
     std::vector<float> got(64);
-    kv::attend_spans(q.data(), 64, 0.125f, whole(segs), got.data());
+    kv::attend_spans(q.data(), 64, {.scale = 0.125f}, whole(segs), 0, got.data());
     for (int d = 0; d < 64; ++d) EXPECT_EQ(got[d], segs[0].v[d]) << keel::kv_format_name(f);
   }
 }
@@ -255,7 +282,7 @@ TEST(KvAttention, LargeScoresStayFinite) {
   const auto q = random_query(rng, 64, 50.0f);  // scores in the hundreds: a naive exp overflows
   const auto want = reference(q, 1.0f, segs, /*model_q_rounding=*/true);
   std::vector<float> got(64);
-  kv::attend_spans(q.data(), 64, 1.0f, whole(segs), got.data());
+  kv::attend_spans(q.data(), 64, {.scale = 1.0f}, whole(segs), 0, got.data());
   for (int d = 0; d < 64; ++d) {
     ASSERT_TRUE(std::isfinite(got[d]));
     EXPECT_NEAR(got[d], want[d], 1e-4);
@@ -264,13 +291,128 @@ TEST(KvAttention, LargeScoresStayFinite) {
 
 TEST(KvAttention, NoRowsGiveZerosAndBadArgumentsThrow) {
   std::vector<float> q(64, 1.0f), out(64, 5.0f);
-  kv::attend_spans(q.data(), 64, 1.0f, {}, out.data());
+  kv::attend_spans(q.data(), 64, {.scale = 1.0f}, {}, 0, out.data());
   for (float x : out) EXPECT_EQ(x, 0.0f);
   std::vector<uint8_t> row(256);
   const kv::KvSpan bad_dim[] = {{KvFormat::Int8, false, row.data(), row.data(), 1, 100}};
-  EXPECT_THROW(kv::attend_spans(q.data(), 48, 1.0f, bad_dim, out.data()), keel::Error);
+  EXPECT_THROW(kv::attend_spans(q.data(), 48, {.scale = 1.0f}, bad_dim, 0, out.data()), keel::Error);
   const kv::KvSpan negative[] = {{KvFormat::BF16, false, row.data(), row.data(), -1, 100}};
-  EXPECT_THROW(kv::attend_spans(q.data(), 64, 1.0f, negative, out.data()), keel::Error);
+  EXPECT_THROW(kv::attend_spans(q.data(), 64, {.scale = 1.0f}, negative, 0, out.data()), keel::Error);
+}
+
+// The rows of all segments laid end to end, from global row `first` on: what a caller that no
+// longer has the rows before `first` passes.
+std::vector<kv::KvSpan> spans_from(const std::vector<Segment>& segs, int64_t first) {
+  std::vector<kv::KvSpan> spans;
+  int64_t at = 0;
+  for (const Segment& s : segs) {
+    const int64_t begin = std::max<int64_t>(first - at, 0);
+    if (begin < s.count) spans.push_back(s.span(begin, s.count - begin));
+    at += s.count;
+  }
+  return spans;
+}
+
+int64_t total_rows(const std::vector<Segment>& segs) {
+  int64_t n = 0;
+  for (const Segment& s : segs) n += s.count;
+  return n;
+}
+
+double max_diff(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t d = 0; d < got.size(); ++d) worst = std::max(worst, std::fabs(got[d] - want[d]));
+  return worst;
+}
+
+TEST(KvAttention, SlidingWindowReadsOnlyTheLastPositions) {
+  std::mt19937 rng(21);
+  const int64_t dim = 64;
+  const auto segs = mixed_segments(rng, dim);
+  const int64_t total = total_rows(segs);
+  const auto q = random_query(rng, dim, 1.5f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  for (int64_t window : {int64_t{1}, int64_t{5}, int64_t{16}, int64_t{17}, int64_t{100}, total - 1, total, total + 50}) {
+    for (int64_t first_pos : {0, 7}) {
+      const AttentionParams p{.scale = scale, .window = window};
+      const auto got = attend(q, p, whole(segs), first_pos);
+      EXPECT_LT(max_diff(got, reference(q, p, segs, /*model_q_rounding=*/true, first_pos)), 1e-5)
+          << "window " << window << " first_pos " << first_pos;
+    }
+  }
+  // A window of one is the query's own row: its value.
+  const auto own = attend(q, {.scale = scale, .window = 1}, whole(segs));
+  for (int64_t d = 0; d < dim; ++d) EXPECT_EQ(own[d], segs.back().v[static_cast<size_t>((segs.back().count - 1) * dim + d)]);
+  // The window really leaves rows out: 100 positions differ from all of them.
+  const auto all = reference(q, scale, segs, true);
+  EXPECT_GT(max_diff(attend(q, {.scale = scale, .window = 100}, whole(segs)), all), 1e-3);
+}
+
+TEST(KvAttention, RowsBeforeTheWindowChangeNoBits) {
+  std::mt19937 rng(22);
+  const int64_t dim = 128;
+  const auto segs = mixed_segments(rng, dim);
+  const int64_t last = total_rows(segs) - 1;
+  const auto q = random_query(rng, dim, 2.0f);
+  for (int64_t window : {20, 33, 100}) {
+    const AttentionParams p{.scale = 0.1f, .window = window};
+    const int64_t start = last - window + 1;
+    const auto base = attend(q, p, whole(segs));
+    // Spans that start at the window, a few rows before it, at its block, or near the beginning.
+    for (int64_t from : {start, start - 5, start / 16 * 16, int64_t{1}})
+      EXPECT_TRUE(same_bits(attend(q, p, spans_from(segs, from), from), base)) << "window " << window << " from " << from;
+    for (int trial = 0; trial < 10; ++trial)
+      EXPECT_TRUE(same_bits(attend(q, p, random_split(rng, segs)), base)) << "window " << window;
+    // The same rows a whole number of tiles later in the sequence: the same tiles, the same bits.
+    EXPECT_TRUE(same_bits(attend(q, p, whole(segs), 64), base));
+  }
+}
+
+TEST(KvAttention, SoftcapSquashesScoresBeforeTheSoftmax) {
+  std::mt19937 rng(23);
+  const int64_t dim = 64;
+  const auto segs = mixed_segments(rng, dim);
+  const auto q = random_query(rng, dim, 6.0f);  // scores of tens: the cap matters
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  for (float cap : {2.0f, 5.0f, 30.0f}) {
+    const AttentionParams p{.scale = scale, .softcap = cap};
+    const auto got = attend(q, p, whole(segs));
+    EXPECT_LT(max_diff(got, reference(q, p, segs, /*model_q_rounding=*/true)), 1e-5) << "softcap " << cap;
+  }
+  const auto capped = attend(q, {.scale = scale, .softcap = 2.0f}, whole(segs));
+  EXPECT_GT(max_diff(capped, reference(q, scale, segs, true)), 1e-2);
+}
+
+TEST(KvAttention, SinkTakesWeightFromTheRowsOnly) {
+  std::mt19937 rng(24);
+  const int64_t dim = 64;
+  const auto segs = mixed_segments(rng, dim);
+  const auto q = random_query(rng, dim, 1.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  for (float sink : {-2.0f, 0.5f, 3.0f}) {
+    const AttentionParams p{.scale = scale, .has_sink = true, .sink = sink};
+    EXPECT_LT(max_diff(attend(q, p, whole(segs)), reference(q, p, segs, /*model_q_rounding=*/true)), 1e-5) << sink;
+  }
+  // A sink far above every score takes (almost) all the weight: the output goes to zero.
+  for (float x : attend(q, {.scale = scale, .has_sink = true, .sink = 60.0f}, whole(segs))) EXPECT_LT(std::fabs(x), 1e-12f);
+  // A sink far below every score takes none: the same bits as no sink at all.
+  EXPECT_TRUE(same_bits(attend(q, {.scale = scale, .has_sink = true, .sink = -1e30f}, whole(segs)),
+                        attend(q, {.scale = scale}, whole(segs))));
+  // No rows: zeros, sink or not.
+  for (float x : attend(q, {.scale = scale, .has_sink = true, .sink = 1.0f}, {})) EXPECT_EQ(x, 0.0f);
+}
+
+TEST(KvAttention, WindowSoftcapAndSinkTogetherStaySplitInvariant) {
+  std::mt19937 rng(25);
+  const int64_t dim = 128;
+  const auto segs = mixed_segments(rng, dim);
+  const auto q = random_query(rng, dim, 3.0f);
+  const AttentionParams p{.scale = 1.0f / std::sqrt(128.0f), .window = 50, .softcap = 8.0f, .has_sink = true, .sink = 1.5f};
+  const auto base = attend(q, p, whole(segs));
+  EXPECT_LT(max_diff(base, reference(q, p, segs, /*model_q_rounding=*/true)), 1e-5);
+  const int64_t start = total_rows(segs) - 50;
+  EXPECT_TRUE(same_bits(attend(q, p, spans_from(segs, start), start), base));
+  for (int trial = 0; trial < 10; ++trial) EXPECT_TRUE(same_bits(attend(q, p, random_split(rng, segs)), base));
 }
 
 // The kernels are compiled once per SIMD target (AVX-512, AVX2, SSE4, scalar ...) and one is chosen
@@ -287,10 +429,10 @@ TEST(KvAttention, EverySimdTargetMatchesTheReferenceAndIsSplitInvariant) {
   for (int64_t target : targets) {
     hwy::SetSupportedTargetsForTest(target);
     std::vector<float> base(dim), split(dim);
-    kv::attend_spans(q.data(), dim, scale, whole(segs), base.data());
+    kv::attend_spans(q.data(), dim, {.scale = scale}, whole(segs), 0, base.data());
     for (int64_t d = 0; d < dim; ++d) EXPECT_NEAR(base[d], want[d], 1e-5) << hwy::TargetName(target);
     for (int trial = 0; trial < 5; ++trial) {
-      kv::attend_spans(q.data(), dim, scale, random_split(rng, segs), split.data());
+      kv::attend_spans(q.data(), dim, {.scale = scale}, random_split(rng, segs), 0, split.data());
       EXPECT_EQ(std::memcmp(base.data(), split.data(), dim * sizeof(float)), 0) << hwy::TargetName(target);
     }
   }

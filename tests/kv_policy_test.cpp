@@ -30,9 +30,9 @@ TEST(KvPolicy, PresetsMeanWhatThePlannerAssumes) {
   EXPECT_EQ(KvPolicy::parse("int8").describe(), "sink=0 recent=0 default=int8");
   EXPECT_EQ(KvPolicy::parse("int4").describe(), "sink=0 recent=0 default=int4");
   const KvPolicy protect = KvPolicy::parse("protect");
-  EXPECT_EQ(protect, KvPolicy::preset(plan::KvPolicy::Protect));
-  EXPECT_EQ(protect.sink(), plan::kProtectSinkTokens);
-  EXPECT_EQ(protect.recent(), plan::kProtectRecentTokens);
+  EXPECT_EQ(protect, KvPolicy::preset(KvPreset::Protect));
+  EXPECT_EQ(protect.sink(), kProtectSinkTokens);
+  EXPECT_EQ(protect.recent(), kProtectRecentTokens);
   EXPECT_EQ(protect.role_format(Role::system), KvFormat::BF16);
   EXPECT_EQ(protect.role_format(Role::tools), KvFormat::BF16);
   EXPECT_EQ(protect.role_format(Role::tool_call), KvFormat::Int8);
@@ -69,7 +69,7 @@ TEST(KvPolicy, ErrorsNameTheBadWord) {
   EXPECT_NE(error_of("recent=12x").find("recent=12x"), std::string::npos);
   EXPECT_NE(error_of("user=int8 user=int4").find("'user' is given twice"), std::string::npos);
   EXPECT_NE(error_of("default=int8 bogus").find("'bogus'"), std::string::npos);
-  EXPECT_THROW(KvPolicy::preset(plan::KvPolicy::Auto), Error);
+  EXPECT_THROW(KvPolicy::preset(KvPreset::Auto), Error);
 }
 
 TEST(KvPolicy, BlockTakesTheMostPreciseFormatAnyTokenNeeds) {
@@ -95,6 +95,13 @@ TEST(KvFootprint, BytesPerTokenPerPresetForARealShape) {
   s.num_heads = 14;
   s.num_kv_heads = 2;
   s.head_dim = 64;
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    LayerSpec l;
+    l.num_heads = 14;
+    l.num_kv_heads = 2;
+    l.head_dim = 64;
+    s.layers.push_back(l);
+  }
   const KvBlockLayout layout(s);
   EXPECT_EQ(layout.token_bytes(KvFormat::BF16), 12288u);
   EXPECT_EQ(layout.token_bytes(KvFormat::Int8), 6528u);
@@ -102,16 +109,25 @@ TEST(KvFootprint, BytesPerTokenPerPresetForARealShape) {
   EXPECT_EQ(layout.block_bytes(KvFormat::Int4), 3840u * kKvBlockTokens);
 
   const int64_t n = 32768;  // whole blocks: no partial block to round up
-  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, KvPolicy::parse("full"), n), 12288.0);
+  const std::vector<Role> user(n, Role::user);
+  auto held = [&](const char* policy) { return static_cast<double>(kv_sequence_bytes(s, KvPolicy::parse(policy), user)) / n; };
+  EXPECT_DOUBLE_EQ(held("full"), 12288.0);
   // Uniform presets keep no window; the last block is complete and quantized too.
-  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, KvPolicy::parse("int8"), n), 6528.0);
-  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, KvPolicy::parse("int4"), n), 3840.0);
+  EXPECT_DOUBLE_EQ(held("int8"), 6528.0);
+  EXPECT_DOUBLE_EQ(held("int4"), 3840.0);
   // protect, user tokens: the first block (sinks) and the last 256 tokens at bf16, 256 more
   // (what a branch inside the window re-reads) at bf16 and int4, the rest int4.
-  const double protect = kv_bytes_per_token(s, KvPolicy::parse("protect"), n);
-  const double expected = (16.0 * 12288 + 256 * 12288 + 256 * (12288 + 3840) + (n - 16 - 512) * 3840.0) / n;
-  EXPECT_DOUBLE_EQ(protect, expected);
+  const double protect = held("protect");
+  EXPECT_DOUBLE_EQ(protect, (16.0 * 12288 + 256 * 12288 + 256 * (12288 + 3840) + (n - 16 - 512) * 3840.0) / n);
   EXPECT_NEAR(protect, 4006.1, 0.1);
+  // What a context of n tokens needs room for is the peak on the way there: under int8 one token
+  // earlier, when the last block is still incomplete and so at bf16.
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, KvPolicy::parse("full"), n), 12288.0);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, KvPolicy::parse("int8"), n), (2047.0 * 16 * 6528 + 16 * 12288) / n);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, KvPolicy::parse("int4"), n), (2047.0 * 16 * 3840 + 16 * 12288) / n);
+  // protect one token earlier: one block fewer has left the windows (one more bf16-only block, one
+  // fewer int4 one).
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(s, KvPolicy::parse("protect"), n), protect + 16.0 * (12288 - 3840) / n);
   // A 6k-token system prompt stays bf16 under protect.
   std::vector<Role> roles(6144, Role::system);
   EXPECT_EQ(kv_sequence_bytes(s, KvPolicy::parse("protect"), roles), 6144 * 12288);

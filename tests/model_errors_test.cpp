@@ -6,7 +6,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "keel/model/synth.h"
+#include "keel/arch/model_loader.h"
+#include "keel/arch/synth.h"
 #include "keel/model/weights.h"
 #include "keel/util/error.h"
 #include "test_support.h"
@@ -51,7 +52,7 @@ class BrokenModel : public ::testing::Test {
   // The library error and the CLI's answer must both name what is wrong.
   void expect_failure(const std::vector<std::string>& fragments) {
     try {
-      load_model(dir());
+      arch::load_model(dir());
       ADD_FAILURE() << "load_model accepted a broken folder";
     } catch (const Error& e) {
       for (const auto& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
@@ -65,7 +66,7 @@ class BrokenModel : public ::testing::Test {
   test::TempDir tmp_;
 };
 
-TEST_F(BrokenModel, IntactFolderLoads) { EXPECT_EQ(load_model(dir()).layers.size(), 2u); }
+TEST_F(BrokenModel, IntactFolderLoads) { EXPECT_EQ(arch::load_model(dir()).layers.size(), 2u); }
 
 TEST_F(BrokenModel, MissingConfig) {
   fs::remove(dir() / "config.json");

@@ -5,8 +5,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
-#include "keel/kv/bf16_kv_cache.h"
+#include "keel/engine/forward_loop.h"
+#include "keel/engine/standalone_sequence.h"
 #include "keel/model/safetensors.h"
 #include "keel/model/weights.h"
 #include "test_support.h"
@@ -46,10 +48,10 @@ void split_into_shards(const fs::path& src_dir, const fs::path& out_dir, int sha
 std::vector<float> last_logits(const ModelWeights& w, const std::vector<int32_t>& tokens) {
   ThreadPool pool(2);
   Transformer model(w, pool);
-  Bf16KvCache cache(w.spec, static_cast<int64_t>(tokens.size()));
+  StandaloneSequence cache(w.spec, static_cast<int64_t>(tokens.size()));
   std::vector<float> logits(static_cast<size_t>(w.spec.vocab_size));
-  const int64_t row = static_cast<int64_t>(tokens.size()) - 1;
-  model.forward(tokens, cache, std::span<const int64_t>(&row, 1), logits.data());
+  const std::vector<chat::Role> roles(tokens.size(), chat::Role::user);
+  prefill(model, cache.sequence(), tokens, roles, static_cast<int64_t>(tokens.size()), logits);
   return logits;
 }
 
@@ -58,8 +60,8 @@ TEST(ModelShards, ShardedCheckpointEqualsSingleFile) {
     test::TempDir tmp;
     const fs::path src = test::shared_dir() / "models" / name;
     split_into_shards(src, tmp.path() / "sharded", 3);
-    const ModelWeights single = load_model(src);
-    const ModelWeights sharded = load_model(tmp.path() / "sharded");
+    const ModelWeights single = arch::load_model(src);
+    const ModelWeights sharded = arch::load_model(tmp.path() / "sharded");
     EXPECT_EQ(sharded.files.size(), 3u);
     EXPECT_EQ(sharded.eos_token_ids, single.eos_token_ids);
     const std::vector<int32_t> tokens = {1657, 800, 198, 610, 525, 264};

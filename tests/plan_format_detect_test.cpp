@@ -6,7 +6,7 @@
 #include <fstream>
 #include <set>
 
-#include "keel/plan/chat_template_source.h"
+#include "keel/chat/template_files.h"
 #include "keel/toolcall/format_detect.h"
 #include "test_support.h"
 
@@ -140,23 +140,23 @@ TEST(PlanFormatDetect, ProseAndStringsAreNotSwitches) {
 
 TEST(PlanFormatDetect, TemplatesInsideTokenizerConfig) {
   // Hugging Face folders keep the template in tokenizer_config.json.
-  auto t = keel::plan::find_chat_template(keel::test::shared_dir() / "fixtures/tokenizers/qwen3");
+  auto t = keel::chat::find_chat_template(keel::test::shared_dir() / "fixtures/tokenizers/qwen3");
   ASSERT_TRUE(t.has_value());
-  EXPECT_EQ(t->source, "tokenizer_config.json");
+  EXPECT_EQ(t->origin, "tokenizer_config.json");
   EXPECT_EQ(toolcall::detect_tool_call_format(t->text).name, "hermes");
   EXPECT_EQ(toolcall::detect_reasoning_control(t->text).how, "enable_thinking");
 
-  t = keel::plan::find_chat_template(keel::test::shared_dir() / "fixtures/tokenizers/deepseek-v3");
+  t = keel::chat::find_chat_template(keel::test::shared_dir() / "fixtures/tokenizers/deepseek-v3");
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(toolcall::detect_tool_call_format(t->text).name, "deepseek");
 
-  t = keel::plan::find_chat_template(keel::test::shared_dir() / "models/tiny-toolcaller");
+  t = keel::chat::find_chat_template(keel::test::shared_dir() / "models/tiny-toolcaller");
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(toolcall::detect_tool_call_format(t->text).name, "hermes");
 
   // gpt-oss ships its template as a separate file; this tokenizer_config.json has none.
-  EXPECT_FALSE(keel::plan::find_chat_template(keel::test::shared_dir() / "fixtures/tokenizers/gpt-oss-20b").has_value());
-  EXPECT_FALSE(keel::plan::find_chat_template(keel::test::shared_dir() / "fixtures/configs/Qwen3-8B").has_value());
+  EXPECT_FALSE(keel::chat::find_chat_template(keel::test::shared_dir() / "fixtures/tokenizers/gpt-oss-20b").has_value());
+  EXPECT_FALSE(keel::chat::find_chat_template(keel::test::shared_dir() / "fixtures/configs/Qwen3-8B").has_value());
 }
 
 TEST(PlanFormatDetect, NamedTemplatesPreferTheToolUseVariant) {
@@ -166,14 +166,14 @@ TEST(PlanFormatDetect, NamedTemplatesPreferTheToolUseVariant) {
   std::ofstream(dir.path() / "tokenizer_config.json") << R"({"chat_template": [
       {"name": "default", "template": "{{ messages }}"},
       {"name": "tool_use", "template": "{{ '<tool_call>' }}{% if tool_calls %}{% endif %}"}]})";
-  auto t = keel::plan::find_chat_template(dir.path());
+  auto t = keel::chat::find_chat_template(dir.path());
   ASSERT_TRUE(t.has_value());
-  EXPECT_EQ(t->source, "tokenizer_config.json (tool_use)");
+  EXPECT_EQ(t->origin, "tokenizer_config.json (tool_use)");
   EXPECT_EQ(toolcall::detect_tool_call_format(t->text).name, "hermes");
   // A chat_template.jinja next to it wins: newer folders keep the template there.
   std::ofstream(dir.path() / "chat_template.jinja") << "{{ '[TOOL_CALLS]' }}";
-  t = keel::plan::find_chat_template(dir.path());
+  t = keel::chat::find_chat_template(dir.path());
   ASSERT_TRUE(t.has_value());
-  EXPECT_EQ(t->source, "chat_template.jinja");
+  EXPECT_EQ(t->origin, "chat_template.jinja");
   EXPECT_EQ(toolcall::detect_tool_call_format(t->text).name, "mistral");
 }

@@ -1,7 +1,8 @@
-// Per-format byte costs of one cached vector, and how the presets split tokens across formats.
+// Per-format byte costs of one cached vector, preset names, and what the planner counts per preset.
 #include <gtest/gtest.h>
 
 #include "keel/kv/kv_format_cost.h"
+#include "keel/plan/kv_bytes.h"
 #include "keel/plan/kv_policy.h"
 #include "keel/util/error.h"
 
@@ -37,24 +38,44 @@ TEST(PlanKvPolicy, ParsesNamesAndRejectsOthers) {
   }
 }
 
-TEST(PlanKvPolicy, ProtectKeepsSinksAndRecentWindowAtBf16) {
-  auto s = plan::split_tokens(plan::KvPolicy::Protect, 10000, /*windowed=*/false);
-  EXPECT_EQ(s.bf16, 4 + 256);
-  EXPECT_EQ(s.int4, 10000 - 260);
-  EXPECT_EQ(s.int8, 0);
-  // Short contexts are all bf16.
-  s = plan::split_tokens(plan::KvPolicy::Protect, 100, false);
-  EXPECT_EQ(s.bf16, 100);
-  EXPECT_EQ(s.int4, 0);
-  // A sliding layer holds only recent tokens: no sinks among them.
-  s = plan::split_tokens(plan::KvPolicy::Protect, 1024, /*windowed=*/true);
-  EXPECT_EQ(s.bf16, 256);
-  EXPECT_EQ(s.int4, 1024 - 256);
+// One layer storing one vector of 32 per token: 64 bytes at bf16, 16 + 2 + 2 = 20 at int4 and
+// 32 + 2 = 34 at int8; a block of 16 tokens 1024, 320 and 544 bytes.
+plan::AttentionLayout one_layer(keel::AttentionKind kind, int64_t window) {
+  plan::AttentionLayout layout;
+  layout.num_layers = 1;
+  layout.groups.push_back({plan::LayerShape{kind, {{1, 32}}, window, 0, ""}, 1});
+  return layout;
 }
 
-TEST(PlanKvPolicy, UniformPresets) {
-  EXPECT_EQ(plan::split_tokens(plan::KvPolicy::Full, 7, false).bf16, 7);
-  EXPECT_EQ(plan::split_tokens(plan::KvPolicy::Int8, 7, false).int8, 7);
-  EXPECT_EQ(plan::split_tokens(plan::KvPolicy::Int4, 7, true).int4, 7);
-  EXPECT_THROW(plan::split_tokens(plan::KvPolicy::Auto, 7, false), keel::Error);
+// The planner counts what the KV pool stores (keel/kv/kv_footprint.h): whole blocks, the sinks'
+// whole block, the recent window and the blocks a branch inside it re-reads, and the peak on the
+// way to the context rather than the bytes at the context itself.
+TEST(PlanKvPolicy, ProtectKeepsItsSinkBlockAndRecentWindowsAtBf16) {
+  const auto layout = one_layer(keel::AttentionKind::Full, 0);
+  // The peak is at 9,999 tokens (625 blocks, the last one partly filled): block 0 (4 sinks), the
+  // 17 blocks inside the last 256 tokens, and the 16 before them (kept at bf16 too, for branches)
+  // are bf16; blocks 1..607 int4 (the 16 branch blocks in both forms).
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Protect, 10000), 607u * 320 + 34u * 1024);
+  // Short contexts are all bf16.
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Protect, 100), 7u * 1024);
+  // Uniform presets: whole blocks; one token short of a block boundary the last block is still
+  // incomplete, and so bf16.
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Full, 7), 1024u);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Int8, 10000), 624u * 544 + 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Int4, 10000), 624u * 320 + 1024);
+  EXPECT_THROW(plan::kv_bytes_for_context(layout, plan::KvPolicy::Auto, 7), keel::Error);
+}
+
+TEST(PlanKvPolicy, SlidingLayersHoldTheirWindowAndOneBlockMore) {
+  const auto layout = one_layer(keel::AttentionKind::Sliding, 100);
+  // Window 100, plus the block the next turn resumes from, plus the partly filled blocks at both
+  // ends: 9 blocks at the peak. At 9,985 tokens it keeps blocks 616-624: the window of a query 16
+  // positions back (9,969) starts at 9,870, in block 616.
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Full, 10000), 9u * 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Full, 1000000), 9u * 1024);
+  // int8 quantizes blocks as they complete (the window is wider than the recent window of 0).
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Int8, 10000), 8u * 544 + 1024);
+  // protect: the recent window (256) is wider than the sliding window, so nothing is quantized and
+  // no sink survives the window.
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Protect, 10000), 9u * 1024);
 }

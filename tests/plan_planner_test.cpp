@@ -51,7 +51,8 @@ TEST(PlanPlanner, LargestContextIsWhatTheCeilingLeavesOverPerToken) {
   // the model's maximum of 40,960 tokens; int8 does not.
   auto p = plan_for("Qwen3-14B-MLX-4bit", 12);
   const uint64_t left = 12 * kGiB - 8307783680u - p.scratch.total();
-  EXPECT_EQ(*p.preset(KvPolicy::Full).largest_context, static_cast<int64_t>(left / 163840));
+  // The pool stores whole blocks of 16 tokens.
+  EXPECT_EQ(*p.preset(KvPolicy::Full).largest_context, static_cast<int64_t>(left / (16 * 163840) * 16));
   EXPECT_EQ(*p.preset(KvPolicy::Int8).largest_context, std::min<int64_t>(40960, left / (2 * 40 * 8 * 136)));
   // auto takes the most precise preset that holds the 40,960 tokens asked for.
   EXPECT_FALSE(*p.preset(KvPolicy::Full).fits);
@@ -63,9 +64,13 @@ TEST(PlanPlanner, LargestContextIsWhatTheCeilingLeavesOverPerToken) {
 
 TEST(PlanPlanner, ProtectAddsItsBf16WindowToTheInt4Bulk) {
   auto p = plan_for("Qwen3-14B-MLX-4bit", 64, 32768);
-  // (4 sinks + 256 recent) x 163,840 at bf16 + the other 32,508 tokens x (2 x 40 x 8 x 80 = 51,200)
-  EXPECT_EQ(p.preset(KvPolicy::Protect).kv_bytes, 260ull * 163840 + 32508ull * 51200);
-  EXPECT_EQ(p.preset(KvPolicy::Int4).kv_bytes, 32768ull * 51200);
+  // What the pool holds at its peak, one token short of 32,768 (kv_footprint.h): 34 blocks x 16
+  // tokens x 163,840 at bf16 (the sinks' block, the 17 blocks holding the last 256 tokens, and the
+  // 16 before them that a branch inside the window re-reads) + 2,030 blocks x 16 tokens x
+  // (2 x 40 x 8 x 80 = 51,200) at int4 (the 16 branch blocks in both forms).
+  EXPECT_EQ(p.preset(KvPolicy::Protect).kv_bytes, 544ull * 163840 + 32480ull * 51200);
+  // int4: the last, incomplete block is still bf16.
+  EXPECT_EQ(p.preset(KvPolicy::Int4).kv_bytes, 32752ull * 51200 + 16ull * 163840);
 }
 
 TEST(PlanPlanner, NothingFitsTheRequestedContext) {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "keel/plan/attention_layout.h"
-#include "keel/plan/config_view.h"
+#include "keel/model/config_view.h"
 #include "keel/plan/kv_bytes.h"
 #include "keel/plan/weight_inventory.h"
 #include "test_support.h"
@@ -17,12 +17,12 @@ namespace {
 std::filesystem::path config_dir(const std::string& name) { return keel::test::shared_dir() / "fixtures/configs" / name; }
 
 struct Loaded {
-  plan::ConfigView config;
+  keel::ConfigView config;
   plan::AttentionLayout layout;
 };
 
 Loaded load(const std::string& name) {
-  auto config = plan::ConfigView::load(config_dir(name) / "config.json");
+  auto config = keel::ConfigView::load(config_dir(name) / "config.json");
   auto layout = plan::read_attention_layout(config);
   return {std::move(config), std::move(layout)};
 }
@@ -30,7 +30,7 @@ Loaded load(const std::string& name) {
 int64_t growing(const Loaded& m, KvFormat f) { return plan::growing_bytes_per_token(m.layout, f); }
 
 // Layers of one kind, summed over groups.
-int64_t layers_of(const Loaded& m, plan::LayerKind kind) {
+int64_t layers_of(const Loaded& m, keel::AttentionKind kind) {
   int64_t n = 0;
   for (const auto& g : m.layout.groups) {
     if (g.shape.kind == kind) n += g.layers;
@@ -38,7 +38,7 @@ int64_t layers_of(const Loaded& m, plan::LayerKind kind) {
   return n;
 }
 
-const plan::LayerGroup& group_of(const Loaded& m, plan::LayerKind kind) {
+const plan::LayerGroup& group_of(const Loaded& m, keel::AttentionKind kind) {
   for (const auto& g : m.layout.groups) {
     if (g.shape.kind == kind) return g;
   }
@@ -46,7 +46,7 @@ const plan::LayerGroup& group_of(const Loaded& m, plan::LayerKind kind) {
 }
 
 std::optional<uint64_t> weight_bytes(const std::string& name) {
-  auto config = plan::ConfigView::load(config_dir(name) / "config.json");
+  auto config = keel::ConfigView::load(config_dir(name) / "config.json");
   return plan::inventory_weights(config_dir(name), config).bytes;
 }
 
@@ -55,7 +55,7 @@ std::optional<uint64_t> weight_bytes(const std::string& name) {
 TEST(PlanRealConfigs, Llama33_70B) {
   auto m = load("Llama-3.3-70B-Instruct");
   EXPECT_EQ(m.layout.num_layers, 80);
-  EXPECT_EQ(layers_of(m, plan::LayerKind::FullAttention), 80);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Full), 80);
   // head_dim = hidden 8192 / 64 heads = 128; 8 KV heads.
   EXPECT_EQ(growing(m, KvFormat::BF16), 2 * 80 * 8 * 128 * 2);  // 327,680
   EXPECT_EQ(growing(m, KvFormat::BF16), 327680);
@@ -70,7 +70,7 @@ TEST(PlanRealConfigs, Llama33_70B) {
 TEST(PlanRealConfigs, Qwen25_7B_and_32B_IgnoreTheDisabledSlidingWindow) {
   // Both configs say sliding_window 131072 but use_sliding_window false: every layer is full.
   auto m7 = load("Qwen2.5-7B");
-  EXPECT_EQ(layers_of(m7, plan::LayerKind::FullAttention), 28);
+  EXPECT_EQ(layers_of(m7, keel::AttentionKind::Full), 28);
   // head_dim = 3584 / 28 = 128; 4 KV heads; 28 layers.
   EXPECT_EQ(growing(m7, KvFormat::BF16), 2 * 28 * 4 * 128 * 2);  // 57,344
   EXPECT_EQ(growing(m7, KvFormat::BF16), 57344);
@@ -99,8 +99,8 @@ TEST(PlanRealConfigs, Qwen3_30B_A3B_MoeCountsAttentionOnly) {
 TEST(PlanRealConfigs, Qwen3Next_HybridCountsOnlyTheFullAttentionLayers) {
   auto m = load("Qwen3-Next-80B-A3B-Thinking");
   // full_attention_interval 4: layers 3, 7, ..., 47 are full attention (12), the other 36 linear.
-  EXPECT_EQ(layers_of(m, plan::LayerKind::FullAttention), 12);
-  EXPECT_EQ(layers_of(m, plan::LayerKind::LinearAttention), 36);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Full), 12);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Linear), 36);
   // 12 layers x 2 KV heads x head_dim 256 (not 48 layers: that would be 4x too much).
   EXPECT_EQ(growing(m, KvFormat::BF16), 2 * 12 * 2 * 256 * 2);  // 24,576
   EXPECT_EQ(growing(m, KvFormat::BF16), 24576);
@@ -108,17 +108,18 @@ TEST(PlanRealConfigs, Qwen3Next_HybridCountsOnlyTheFullAttentionLayers) {
   //   32 value heads x 128 (key dim) x 128 (value dim)                 = 524,288
   //   + conv (kernel 4 - 1) x (2 x 16 key heads x 128 + 32 x 128)      =  24,576
   //   = 548,864 elements x 4 bytes = 2,195,456 bytes, x 36 layers     = 79,036,416
-  EXPECT_EQ(group_of(m, plan::LayerKind::LinearAttention).shape.fixed_state_bytes, (524288 + 3 * 8192) * 4);
+  EXPECT_EQ(group_of(m, keel::AttentionKind::Linear).shape.fixed_state_bytes, (524288 + 3 * 8192) * 4);
   EXPECT_EQ(plan::fixed_state_bytes(m.layout), 79036416u);
-  // The state does not grow with the context and does not depend on the policy.
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 1000), 79036416u + 24576u * 1000);
+  // The state does not grow with the context and does not depend on the policy. The KV pool stores
+  // whole blocks of 16 tokens: 1,000 tokens take 63 blocks, 1,008 tokens' worth.
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 1000), 79036416u + 24576u * 1008);
   EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Int8, 0), 79036416u);
 }
 
 TEST(PlanRealConfigs, DeepSeekV3_MlaCachesTheLatentOnce) {
   for (const char* name : {"DeepSeek-V3", "DeepSeek-R1"}) {
     auto m = load(name);
-    EXPECT_EQ(layers_of(m, plan::LayerKind::Mla), 61) << name;
+    EXPECT_EQ(layers_of(m, keel::AttentionKind::Mla), 61) << name;
     // kv_lora_rank 512 + qk_rope_head_dim 64, one copy per token (no factor 2, no 128 heads).
     EXPECT_EQ(growing(m, KvFormat::BF16), 61 * (512 + 64) * 2) << name;  // 70,272
     EXPECT_EQ(growing(m, KvFormat::BF16), 70272);
@@ -138,17 +139,20 @@ TEST(PlanRealConfigs, DeepSeekV32_AddsTheIndexerKey) {
 
 TEST(PlanRealConfigs, GptOss20b_SlidingLayersStopAtTheirWindow) {
   auto m = load("gpt-oss-20b");
-  EXPECT_EQ(layers_of(m, plan::LayerKind::FullAttention), 12);
-  EXPECT_EQ(layers_of(m, plan::LayerKind::SlidingAttention), 12);
-  const auto& sliding = group_of(m, plan::LayerKind::SlidingAttention);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Full), 12);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Sliding), 12);
+  const auto& sliding = group_of(m, keel::AttentionKind::Sliding);
   EXPECT_EQ(sliding.shape.window, 128);
   // head_dim 64, 8 KV heads; 12 full layers grow with the context:
   EXPECT_EQ(growing(m, KvFormat::BF16), 2 * 12 * 8 * 64 * 2);  // 24,576
-  // 12 sliding layers cost the same per token but hold at most 128 tokens: 24,576 x 128 = 3,145,728.
+  // 12 sliding layers cost the same per token but hold only the blocks their 128-token window
+  // reaches, one more for the next turn and the partly filled ones at both ends: at most 10 blocks,
+  // 160 tokens (at 131,057 tokens: blocks 8182-8191): 24,576 x 160 = 3,932,160.
   EXPECT_EQ(plan::group_bytes_per_token(sliding, KvFormat::BF16), 24576);
   EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 131072),
-            24576ull * 131072 + 24576ull * 128);  // 3,224,371,200
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 100), 24576ull * 100 * 2);
+            24576ull * 131072 + 24576ull * 160);  // 3,225,157,632
+  // 100 tokens: 7 blocks in every layer.
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 100), 24576ull * 112 * 2);
   // Weights: the index's declared total_size (no shards in the fixture folder). By hand, per layer:
   //   experts (32): gate_up mxfp4 blocks 5760 x 2880 / 2 bytes + a u8 scale per 32 + bf16 bias 5760,
   //                 down    mxfp4 blocks 2880 x 2880 / 2 bytes + a u8 scale per 32 + bf16 bias 2880
@@ -167,20 +171,21 @@ TEST(PlanRealConfigs, GptOss20b_SlidingLayersStopAtTheirWindow) {
 
 TEST(PlanRealConfigs, GptOss120b) {
   auto m = load("gpt-oss-120b");
-  EXPECT_EQ(layers_of(m, plan::LayerKind::SlidingAttention), 18);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Sliding), 18);
   EXPECT_EQ(growing(m, KvFormat::BF16), 2 * 18 * 8 * 64 * 2);  // 36,864
 }
 
 TEST(PlanRealConfigs, Gemma3_FivesSlidingToOneFull) {
   auto m = load("medgemma-27b-it-gemma3");  // Gemma-3-27B text architecture under text_config
   // layer_types: 62 layers, every 6th full -> 10 full, 52 sliding (window 1024); 16 KV heads of 128.
-  EXPECT_EQ(layers_of(m, plan::LayerKind::FullAttention), 10);
-  EXPECT_EQ(layers_of(m, plan::LayerKind::SlidingAttention), 52);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Full), 10);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Sliding), 52);
   EXPECT_EQ(growing(m, KvFormat::BF16), 2 * 10 * 16 * 128 * 2);  // 81,920
-  const auto& sliding = group_of(m, plan::LayerKind::SlidingAttention);
+  const auto& sliding = group_of(m, keel::AttentionKind::Sliding);
   EXPECT_EQ(plan::group_bytes_per_token(sliding, KvFormat::BF16), 2 * 52 * 16 * 128 * 2);  // 425,984
+  // The 1,024-token window at most 66 blocks (1,056 tokens), as for gpt-oss above.
   EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 131072),
-            81920ull * 131072 + 425984ull * 1024);
+            81920ull * 131072 + 425984ull * 1056);
   // Weights, bf16, by hand. Text (tied embedding, counted once): embed 262208 x 5376; per layer q and
   // o 4096 x 5376, k and v 2048 x 5376, FFN 3 x 21504 x 5376, four norms of 5376, q/k norms of 128;
   // a final norm. Vision tower (SigLIP, 27 layers of width 1152, MLP 4304, biases and layer norms),
@@ -201,18 +206,18 @@ TEST(PlanRealConfigs, Gemma4_GlobalLayersHaveTheirOwnHeads) {
   auto m = load("gemma-4-26B-A4B");
   // 25 sliding layers: 8 KV heads x head_dim 256, window 1024.
   // 5 full layers: attention_k_eq_v -> num_global_key_value_heads 2 x global_head_dim 512.
-  EXPECT_EQ(layers_of(m, plan::LayerKind::SlidingAttention), 25);
-  EXPECT_EQ(layers_of(m, plan::LayerKind::FullAttention), 5);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Sliding), 25);
+  EXPECT_EQ(layers_of(m, keel::AttentionKind::Full), 5);
   EXPECT_EQ(growing(m, KvFormat::BF16), 2 * 5 * 2 * 512 * 2);  // 20,480
-  EXPECT_EQ(plan::group_bytes_per_token(group_of(m, plan::LayerKind::SlidingAttention), KvFormat::BF16),
+  EXPECT_EQ(plan::group_bytes_per_token(group_of(m, keel::AttentionKind::Sliding), KvFormat::BF16),
             2 * 25 * 8 * 256 * 2);  // 204,800
-  EXPECT_EQ(group_of(m, plan::LayerKind::SlidingAttention).shape.window, 1024);
+  EXPECT_EQ(group_of(m, keel::AttentionKind::Sliding).shape.window, 1024);
 }
 
 TEST(PlanRealConfigs, Qwen3_14B_Mlx4bit) {
   auto m = load("Qwen3-14B-MLX-4bit");
   EXPECT_EQ(growing(m, KvFormat::BF16), 2 * 40 * 8 * 128 * 2);  // 163,840
-  auto config = plan::ConfigView::load(config_dir("Qwen3-14B-MLX-4bit") / "config.json");
+  auto config = keel::ConfigView::load(config_dir("Qwen3-14B-MLX-4bit") / "config.json");
   auto inv = plan::inventory_weights(config_dir("Qwen3-14B-MLX-4bit"), config);
   // The index's declared total: packed 4-bit weights plus their bf16 scales and biases. By hand
   // from config.json (hidden 5120, 40 layers, q 40 x 128, kv 8 x 128, FFN 17408, vocab 151936,

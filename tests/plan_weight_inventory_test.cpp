@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "keel/plan/config_view.h"
+#include "keel/model/config_view.h"
 #include "keel/plan/weight_inventory.h"
 #include "test_support.h"
 
@@ -45,7 +45,7 @@ const nlohmann::json kConfig = {{"architectures", {"LlamaForCausalLM"}}, {"model
                                 {"torch_dtype", "bfloat16"}};
 
 plan::WeightInventory inventory(const fs::path& dir, const nlohmann::json& config = kConfig) {
-  return plan::inventory_weights(dir, plan::ConfigView(config, (dir / "config.json").string()));
+  return plan::inventory_weights(dir, keel::ConfigView(config, (dir / "config.json").string()));
 }
 
 bool any_warning_has(const plan::WeightInventory& inv, const std::string& text) {
@@ -59,7 +59,7 @@ bool any_warning_has(const plan::WeightInventory& inv, const std::string& text) 
 
 TEST(PlanWeightInventory, TinyToolcallerBf16FromItsHeader) {
   const fs::path dir = keel::test::shared_dir() / "models/tiny-toolcaller";
-  auto inv = plan::inventory_weights(dir, plan::ConfigView::load(dir / "config.json"));
+  auto inv = plan::inventory_weights(dir, keel::ConfigView::load(dir / "config.json"));
   // Qwen2, 4 layers, hidden 256, FFN 704, 4 heads and 2 KV heads of 64, vocab 1661, tied, bf16:
   //   embedding 1661 x 256                                             =   425,216
   //   per layer: q 256x256 + 256 bias, k and v 128x256 + 128 bias each,
@@ -74,7 +74,7 @@ TEST(PlanWeightInventory, TinyToolcallerBf16FromItsHeader) {
 
 TEST(PlanWeightInventory, TinyToolcallerMlx4IncludesScalesAndBiases) {
   const fs::path dir = keel::test::shared_dir() / "models/tiny-toolcaller-mlx4";
-  auto inv = plan::inventory_weights(dir, plan::ConfigView::load(dir / "config.json"));
+  auto inv = plan::inventory_weights(dir, keel::ConfigView::load(dir / "config.json"));
   // Quantized matrices (embedding + every linear): 425,216 + 4 x 737,280 = 3,374,336 weights.
   // Each costs 4 bits packed in U32 plus, per group of 64, a bf16 scale and a bf16 bias:
   //   3,374,336 x (1/2 + 4/64) bytes = 3,374,336 x 9/16                =  1,898,064 bytes
@@ -138,7 +138,7 @@ TEST(PlanWeightInventory, WarnsAboutMissingShardsAndUsesTheDeclaredTotal) {
 TEST(PlanWeightInventory, GptOssShardNamesDisagreeWithTheirIndex) {
   // The real gpt-oss-20b index lists model-00000/00001/00002-of-00002: three shards named "of 2".
   const fs::path dir = keel::test::shared_dir() / "fixtures/configs/gpt-oss-20b";
-  auto inv = plan::inventory_weights(dir, plan::ConfigView::load(dir / "config.json"));
+  auto inv = plan::inventory_weights(dir, keel::ConfigView::load(dir / "config.json"));
   EXPECT_TRUE(any_warning_has(inv, "shard names disagree with the index: they say '-of-00002' but"));
   EXPECT_TRUE(any_warning_has(inv, "lists 3 shard files"));
   EXPECT_NE(inv.format.find("mxfp4"), std::string::npos);
@@ -182,7 +182,7 @@ TEST(PlanWeightInventory, FormatsFromTheConfig) {
   std::optional<plan::MlxQuantBlock> mlx;
   auto describe = [&](const char* name) {
     auto dir = keel::test::shared_dir() / "fixtures/configs" / name;
-    return plan::describe_weight_format(plan::ConfigView::load(dir / "config.json"), mlx);
+    return plan::describe_weight_format(keel::ConfigView::load(dir / "config.json"), mlx);
   };
   EXPECT_EQ(describe("Llama-3.3-70B-Instruct"), "bf16");
   EXPECT_EQ(describe("DeepSeek-V3"), "fp8 e4m3, scales per 128x128 block (unquantized tensors bf16)");

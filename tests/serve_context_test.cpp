@@ -7,7 +7,6 @@
 #include <string>
 #include <thread>
 
-#include "keel/text/tokenizer.h"
 #include "server_support.h"
 
 namespace keel::test {
@@ -23,16 +22,6 @@ json anthropic(const std::string& model, const std::string& text, int max_tokens
 json openai(const std::string& model, const std::string& text, int max_tokens, bool stream) {
   return {{"model", model}, {"max_tokens", max_tokens}, {"stream", stream},
           {"messages", json::array({{{"role", "user"}, {"content", text}}})}};
-}
-
-// About `tokens` tokens of English prose under the bundled tokenizer.
-std::string prose(size_t tokens) {
-  static const text::Tokenizer tok = text::Tokenizer::from_file(tiny_toolcaller_dir());
-  std::string text;
-  const std::string sentence = "The river runs past the old mill and the children count the boats. ";
-  const size_t per_sentence = tok.encode(sentence).size();
-  while (text.size() / sentence.size() * per_sentence < tokens) text += sentence;
-  return text;
 }
 
 TEST(ServeContext, PromptLongerThanTheContextIsRefusedBeforeAnyStreamByte) {

@@ -14,11 +14,22 @@
 #include <stdexcept>
 #include <thread>
 
+#include "keel/text/tokenizer.h"
+
 extern char** environ;
 
 namespace keel::test {
 
 std::filesystem::path tiny_toolcaller_dir() { return source_dir() / "models" / "tiny-toolcaller"; }
+
+std::string prose(size_t tokens) {
+  static const text::Tokenizer tok = text::Tokenizer::from_file(tiny_toolcaller_dir());
+  std::string text;
+  const std::string sentence = "The river runs past the old mill and the children count the boats. ";
+  const size_t per_sentence = tok.encode(sentence).size();
+  while (text.size() / sentence.size() * per_sentence < tokens) text += sentence;
+  return text;
+}
 
 const nlohmann::ordered_json& session_fixture() {
   static const nlohmann::ordered_json session =

@@ -33,6 +33,8 @@ class ServerProcess {
 };
 
 std::filesystem::path tiny_toolcaller_dir();
+// About `tokens` tokens of English prose under tiny-toolcaller's tokenizer (never fewer).
+std::string prose(size_t tokens);
 // A random-weight copy of tiny-toolcaller (same shapes and tokenizer), written into `dir` by
 // `keel synth`: it practically never samples the end-of-sequence token, so its answers run to
 // max_tokens. Served under the name "random-talker".

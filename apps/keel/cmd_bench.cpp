@@ -5,11 +5,12 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "keel/arch/transformer.h"
 #include "bench_session.h"
+#include "keel/arch/transformer.h"
+#include "keel/engine/forward_loop.h"
+#include "keel/engine/sampler.h"
+#include "keel/engine/standalone_sequence.h"
 #include "keel/kv/kv_footprint.h"
-#include "keel/kv/kv_pool.h"
-#include "keel/kv/kv_sequence.h"
 #include "keel/plan/kv_policy.h"
 #include "keel/ops/machine_limits.h"
 #include "keel/util/error.h"
@@ -58,28 +59,17 @@ int bench_command(const CommandArgs& argv) {
   for (int64_t i = 0; i < prompt_tokens; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % w.spec.vocab_size);
   std::vector<float> logits(static_cast<size_t>(w.spec.vocab_size));
 
-  // Best of `repeats`: the first run also pays for page faults on the mapped weights.
+  // Best of `repeats`: the first run also pays for page faults on the mapped weights. The prompt
+  // runs as one chunk, the generated tokens one decode step each (greedy, end of sequence ignored).
+  const std::vector<chat::Role> roles(prompt.size(), chat::Role::user);
   double best_prefill = 1e30, best_decode = 1e30;
   for (int r = 0; r < repeats; ++r) {
-    const int64_t capacity = prompt_tokens + gen_tokens;
-    const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(w.spec, kv::KvPolicy(), capacity) *
-                                             static_cast<double>(capacity)) + (8 << 20);
-    kv::KvPool pool(w.spec, budget, policy, true, capacity);
-    std::vector<chat::Role> roles(static_cast<size_t>(capacity), chat::Role::user);
-    auto seq = pool.open(prompt, std::span<const chat::Role>(roles).first(prompt.size()));
-    kv::KvSequence& cache = *seq;
-    cache.append_tokens(prompt, std::span<const chat::Role>(roles).first(prompt.size()));
-    const int64_t last = prompt_tokens - 1;
+    StandaloneSequence cache(w.spec, prompt_tokens + gen_tokens, policy, true);
     auto t0 = std::chrono::steady_clock::now();
-    model.forward(prompt, cache, std::span<const int64_t>(&last, 1), logits.data());
+    prefill(model, cache.sequence(), prompt, roles, prompt_tokens, logits);
     best_prefill = std::min(best_prefill, elapsed(t0));
-    const int64_t row = 0;
     t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < gen_tokens; ++i) {
-      int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      cache.append_tokens(std::span<const int32_t>(&next, 1), std::span<const chat::Role>(roles).first(1));
-      model.forward(std::span<const int32_t>(&next, 1), cache, std::span<const int64_t>(&row, 1), logits.data());
-    }
+    for (int64_t i = 0; i < gen_tokens; ++i) decode_step(model, cache.sequence(), argmax(logits), logits);
     best_decode = std::min(best_decode, elapsed(t0));
   }
 

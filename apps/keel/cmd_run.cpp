@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "commands.h"
-#include "keel/engine/generator.h"
-#include "keel/kv/bf16_kv_cache.h"
+#include "keel/engine/raw_generation.h"
+#include "keel/engine/standalone_sequence.h"
 #include "keel/text/stream_decoder.h"
 #include "keel/text/tokenizer.h"
 #include "keel/util/error.h"
@@ -71,14 +71,14 @@ int run_command(const CommandArgs& argv) {
   if (context <= 0) throw Error("--context must be positive");
 
   Transformer model(m.weights, *m.pool);
-  Bf16KvCache cache(m.weights.spec, context);
-  Generator generator(model, cache);
+  // A pool of its own under the `full` policy: every K/V row kept at bf16, as --context sizes it.
+  StandaloneSequence cache(m.weights.spec, context);
 
   const bool print_ids = args.has("ids") || !tokenizer;
   std::optional<text::StreamDecoder> stream;
   if (!print_ids) stream.emplace(*tokenizer);
   bool first = true;
-  auto result = generator.generate(prompt, options, [&](int32_t id) {
+  auto result = generate_raw(model, cache.sequence(), prompt, options, [&](int32_t id) {
     if (print_ids) {
       std::printf(first ? "%d" : " %d", id);
     } else {

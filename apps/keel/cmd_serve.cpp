@@ -15,7 +15,7 @@
 #include "keel/engine/session_cache.h"
 #include "keel/kv/kv_footprint.h"
 #include "keel/kv/kv_policy.h"
-#include "keel/model/model_spec.h"
+#include "keel/arch/model_loader.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/plan/number_format.h"
 #include "keel/plan/planner.h"
@@ -119,7 +119,7 @@ ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
     request.context = kDefaultContextCap;
     p = plan::plan_model(request);
   }
-  const ModelSpec spec = read_model_spec(p.config_path);
+  const ModelSpec spec = arch::runnable_spec(ConfigView::load(p.config_path));
   // Positions past the model's limit were never trained (and its RoPE tables end there): a context
   // beyond it would accept conversations the model cannot read.
   if (request.context && *request.context > spec.max_position)
@@ -152,8 +152,16 @@ ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
                 plan::format_size(static_cast<uint64_t>(std::max<int64_t>(left, 0))) +
                 " is left under the memory ceiling after the weights and scratch (" + p.ceiling.source +
                 "); lower --context or choose a smaller --kv-policy");
-  out.kv_budget = flag_or_env(args, "kv-memory") ? static_cast<int64_t>(gib_flag(args, "kv-memory") * (1ull << 30))
-                                                  : std::max(need, std::min(full_bytes, left));
+  out.kv_budget = std::max(need, std::min(full_bytes, left));
+  if (flag_or_env(args, "kv-memory")) {
+    out.kv_budget = static_cast<int64_t>(gib_flag(args, "kv-memory") * (1ull << 30));
+    // A pool smaller than one context would fail a long enough conversation on every retry: the
+    // engine runs one sequence at a time, so no other request is there to free the room.
+    if (out.kv_budget < need)
+      throw Error("--kv-memory " + plan::format_size(static_cast<uint64_t>(out.kv_budget)) + " holds less than one " +
+                  std::to_string(p.context) + "-token context under " + out.policy.describe() + " (" +
+                  plan::format_size(static_cast<uint64_t>(need)) + "); raise --kv-memory or lower --context");
+  }
   return out;
 }
 

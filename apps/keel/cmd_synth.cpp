@@ -4,7 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "keel/model/synth.h"
+#include "keel/arch/synth.h"
 #include "keel/util/error.h"
 
 namespace keel::cli {

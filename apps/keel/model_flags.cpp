@@ -2,13 +2,14 @@
 
 #include <cstdio>
 
+#include "keel/arch/model_loader.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/util/error.h"
 
 namespace keel::cli {
 
 LoadedModel load_model_from_flags(const Args& args) {
-  LoadedModel m{load_model(args.require("model")), nullptr};
+  LoadedModel m{arch::load_model(args.require("model")), nullptr};
   const long threads = args.get_int("threads", 0);
   if (threads < 0) throw Error("--threads must be >= 0 (0 = one per core)");
   m.pool = std::make_unique<ThreadPool>(static_cast<int>(threads));

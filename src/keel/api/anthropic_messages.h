@@ -16,6 +16,8 @@
 //   text blocks) -> {"role":"system"} at the same place; rendered in place or folded into a user
 //   turn by chat::render_conversation (chat/system_fold.h). Without text it is dropped.
 // - image and document blocks -> 400 "image content is not supported yet".
+//
+// Threads: pure functions of their arguments; any HTTP thread, many at once.
 #include "keel/api/request_json.h"
 
 namespace keel::api {

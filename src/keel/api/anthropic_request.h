@@ -7,4 +7,6 @@
 //   "custom"; server tools are refused), tool_choice {type auto|any|tool|none, name,
 //   disable_parallel_tool_use}, temperature [0,1], top_p [0,1], top_k >= 0, stop_sequences,
 //   stream, thinking {type enabled|adaptive|disabled}. Unknown top-level fields are ignored.
+//
+// Threads: pure functions of the body and limits; any HTTP thread, many at once.
 #include "keel/api/chat_request.h"

@@ -1,5 +1,7 @@
 #pragma once
 // The Anthropic Messages event stream (see sse_writer.h for the grammar).
+//
+// Threads: like every StreamWriter (sse_writer.h), one HTTP thread.
 #include "keel/api/sse_writer.h"
 
 namespace keel::api {

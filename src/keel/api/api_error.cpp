@@ -20,7 +20,11 @@ ApiError model_not_found(std::string message) {
 }
 ApiError request_too_large(std::string message) { return {413, "request_too_large", std::move(message)}; }
 ApiError unsupported_media_type(std::string message) { return {415, "invalid_request_error", std::move(message)}; }
-ApiError overloaded(std::string message) { return {529, "overloaded_error", std::move(message)}; }
+ApiError overloaded(std::string message) {
+  ApiError e(529, "overloaded_error", std::move(message));
+  e.retry_after_seconds = kOverloadedRetryAfterSeconds;
+  return e;
+}
 ApiError internal_error(std::string message) { return {500, "api_error", std::move(message)}; }
 ApiError prompt_too_long(int64_t prompt_tokens, int64_t context_tokens) {
   ApiError e(400, "invalid_request_error",
@@ -28,6 +32,15 @@ ApiError prompt_too_long(int64_t prompt_tokens, int64_t context_tokens) {
                  std::to_string(context_tokens - 1) + " maximum");
   e.code = "context_length_exceeded";
   return e;
+}
+
+ApiError to_api_error(const std::exception& e, PlainError plain) {
+  // Most specific first: ApiError, CapacityError and InternalError are all keel::Errors.
+  if (const auto* api = dynamic_cast<const ApiError*>(&e)) return *api;
+  if (dynamic_cast<const CapacityError*>(&e)) return overloaded(e.what());
+  if (dynamic_cast<const InternalError*>(&e)) return internal_error(e.what());
+  if (dynamic_cast<const Error*>(&e) && plain == PlainError::BadRequest) return invalid_request(e.what());
+  return internal_error(e.what());
 }
 
 namespace {

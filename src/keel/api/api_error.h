@@ -1,8 +1,10 @@
 #pragma once
 // A failure the client is told about, in the envelope of the protocol it spoke. The status and the
 // Anthropic error type travel together so that every layer (request parsing, model lookup, queue)
-// raises one kind of exception and the HTTP edge only has to pick the envelope.
+// raises one kind of exception and the HTTP edge only has to pick the envelope. Pure values and
+// functions: any thread may call them.
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #include "keel/util/error.h"
@@ -19,6 +21,9 @@ struct ApiError : keel::Error {
   int status;
   std::string type;
   std::string code;  // OpenAI's machine-readable `code` ("context_length_exceeded", ...); empty: derived from status
+  // Seconds after which the same request may succeed (a Retry-After header, which both SDKs honor
+  // when they retry); 0: no header.
+  int retry_after_seconds = 0;
 };
 
 // The common cases, so call sites cannot pair a status with the wrong type.
@@ -29,11 +34,26 @@ ApiError not_found(std::string message);           // 404
 ApiError model_not_found(std::string message);     // 404 not_found_error, OpenAI code "model_not_found"
 ApiError request_too_large(std::string message);   // 413
 ApiError unsupported_media_type(std::string message);  // 415 invalid_request_error
-ApiError overloaded(std::string message);          // 529 (OpenAI: 503)
+ApiError overloaded(std::string message);          // 529 (OpenAI: 503), Retry-After kOverloadedRetryAfterSeconds
 ApiError internal_error(std::string message);      // 500
 // The prompt leaves no room to generate: 400 with the wording Claude Code compacts on
 // ("prompt is too long: N tokens > M maximum"), OpenAI code context_length_exceeded.
 ApiError prompt_too_long(int64_t prompt_tokens, int64_t context_tokens);
+
+// Long enough for the running request to move on, short enough that a client's retry is not idle.
+constexpr int kOverloadedRetryAfterSeconds = 2;
+
+// How the edge answers a plain keel::Error (one that is neither a CapacityError nor an
+// InternalError): it is about what keel was given, and who gave it depends on where it was caught.
+enum class PlainError {
+  BadRequest,   // while the request is read, resolved and rendered: the client's input, 400
+  ServerFault,  // once the engine runs a request keel accepted, or a handler let it escape: 500
+};
+// The answer for an exception that reached the HTTP edge: an ApiError as it is; a CapacityError as
+// overloaded (529, OpenAI 503, Retry-After: the same request may succeed later); an InternalError,
+// or anything that is not a keel::Error, as internal_error (500); a plain keel::Error as `plain`
+// says. The message is the exception's own.
+ApiError to_api_error(const std::exception& e, PlainError plain);
 
 // Anthropic: {"type":"error","error":{"type":...,"message":...}}
 // OpenAI:    {"error":{"message":...,"type":...,"param":null,"code":...}}

@@ -15,6 +15,7 @@
 #include "keel/api/server_state.h"
 #include "keel/api/sse_writer.h"
 #include "keel/engine/chat_turn.h"
+#include "keel/engine/sampler.h"
 #include "keel/engine/served_model.h"
 #include "keel/util/error.h"
 
@@ -62,6 +63,10 @@ PreparedPrompt prepare_prompt(const ServedModel& model, const ChatRequest& r) {
   try {
     return model.prepare(r.messages, r.tools, r.thinking, r.assistant_prefill);
   } catch (const ApiError&) {
+    throw;  // already says whose fault it is, as do the next two
+  } catch (const CapacityError&) {
+    throw;
+  } catch (const InternalError&) {
     throw;
   } catch (const Error& e) {
     // The template raised (roles out of order, a feature it does not support) or the tokenizer
@@ -99,6 +104,16 @@ TurnOptions turn_options(const ChatRequest& r, const ServerState& s) {
   if (r.thinking) o.reasoning_budget = r.reasoning_budget;
   else if (s.model.reasoning().kind == toolcall::ReasoningKind::AlwaysOn) o.reasoning_budget = 0;
   return o;
+}
+
+// The sampler refuses values the request parsers let through (top_p 0): refuse them here, as the
+// client's error, before the request waits in the queue, not as a failed generation after it.
+void check_sampling(const SamplingParams& sampling) {
+  try {
+    [[maybe_unused]] const Sampler check(sampling);
+  } catch (const Error& e) {
+    throw invalid_request(e.what());
+  }
 }
 
 FinishReason finish_reason_of(TurnFinish finish) {
@@ -148,7 +163,11 @@ std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::
         result.stats.prompt_tokens = static_cast<int64_t>(prompt->ids.size());
       }
     } catch (const std::exception& e) {
-      error = internal_error(std::string("generation failed: ") + e.what());
+      // The request was accepted, so a plain keel::Error here is keel's failure, not the client's;
+      // a CapacityError (the KV pool is full of live sequences) is overloaded: retry later.
+      error = to_api_error(e, PlainError::ServerFault);
+      if (error->status == 500) error = internal_error(std::string("generation failed: ") + e.what());
+      result.stats.prompt_tokens = static_cast<int64_t>(prompt->ids.size());  // for the log line
     }
     s.kv_tokens = s.session.size();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -355,7 +374,9 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
     auto job = std::make_shared<Job>();
     auto probe = std::make_unique<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     const std::string label = std::string("POST ") + route + " model \"" + r.model + "\"" + (r.stream ? " stream" : "");
-    if (!s.queue.submit(engine_job(s, job, prompt, turn_options(r, s), label)))
+    TurnOptions options = turn_options(r, s);
+    check_sampling(options.sampling);
+    if (!s.queue.submit(engine_job(s, job, prompt, std::move(options), label)))
       throw overloaded("the server is busy: " + std::to_string(s.queue.max_waiting()) +
                        " requests are already waiting; retry shortly");
     if (!r.stream) return answer_whole(s, protocol, r, job, *probe, res);
@@ -377,11 +398,10 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
           if (!success) job->cancelled = true;
         });
     s.metrics.count_response(route, 200);
-  } catch (const ApiError& e) {
-    send_error(res, protocol, e);
-    s.metrics.count_response(route, res.status);
   } catch (const std::exception& e) {
-    send_error(res, protocol, internal_error(e.what()));
+    // Everything here runs before the request is queued (a failed turn arrives as its ApiError),
+    // so a plain keel::Error is about the request; the typed ones say otherwise.
+    send_error(res, protocol, to_api_error(e, PlainError::BadRequest));
     s.metrics.count_response(route, res.status);
   }
 }
@@ -393,11 +413,8 @@ void handle_count_tokens(ServerState& s, const httplib::Request& req, httplib::R
     PreparedPrompt prompt = prepare_prompt(s.model, r);
     res.set_content(nlohmann::ordered_json{{"input_tokens", prompt.ids.size()}}.dump(), "application/json");
     s.metrics.count_response("/v1/messages/count_tokens", 200);
-  } catch (const ApiError& e) {
-    send_error(res, Protocol::Anthropic, e);
-    s.metrics.count_response("/v1/messages/count_tokens", res.status);
   } catch (const std::exception& e) {
-    send_error(res, Protocol::Anthropic, internal_error(e.what()));
+    send_error(res, Protocol::Anthropic, to_api_error(e, PlainError::BadRequest));
     s.metrics.count_response("/v1/messages/count_tokens", res.status);
   }
 }

@@ -2,6 +2,9 @@
 // One internal request, whichever API it arrived through. The protocol layers (anthropic_request,
 // openai_request) turn a request body into this; the server renders `messages` + `tools` through the
 // model's own chat template and hands the sampling fields to the engine.
+//
+// Threads: plain values; a ChatRequest belongs to the HTTP thread that parsed it (the engine gets
+// copies of what it needs in TurnOptions).
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,8 @@
 #pragma once
 // A finished generation, whichever API asked for it, and the JSON bodies each API answers with.
+//
+// Threads: plain values and pure functions; the id generators draw from a per-thread random
+// stream, so any thread may call them.
 #include <cstdint>
 #include <string>
 #include <vector>

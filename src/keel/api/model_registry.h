@@ -3,6 +3,8 @@
 // names like "claude-sonnet-4-6"; the user maps them explicitly, or answers every name with the
 // alias "*". Any other name is a 404 that lists the served names: a server must never answer with
 // a model other than the one asked for.
+//
+// Threads: immutable after construction; any thread.
 #include <string>
 #include <vector>
 

@@ -9,6 +9,8 @@
 //   JSON string stays a string; the renderer parses it); "reasoning_content" (or "reasoning") is
 //   kept as reasoning_content.
 // - tool messages need tool_call_id; a "name" the client sent is kept.
+//
+// Threads: pure functions of their arguments; any HTTP thread, many at once.
 #include "keel/api/request_json.h"
 
 namespace keel::api {

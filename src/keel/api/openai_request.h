@@ -8,4 +8,6 @@
 //   temperature [0,2], top_p [0,1], top_k (extension; -1 or 0 = off), seed, stop (string or array),
 //   stream, stream_options.include_usage, reasoning_effort (anything but "none" turns thinking on),
 //   n (only 1). Unknown top-level fields are ignored.
+//
+// Threads: pure functions of the body and limits; any HTTP thread, many at once.
 #include "keel/api/chat_request.h"

@@ -1,5 +1,7 @@
 #pragma once
 // The OpenAI Chat Completions chunk stream (see sse_writer.h for the grammar).
+//
+// Threads: like every StreamWriter (sse_writer.h), one HTTP thread.
 #include "keel/api/sse_writer.h"
 
 namespace keel::api {

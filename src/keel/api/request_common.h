@@ -1,5 +1,7 @@
 #pragma once
 // Field rules both protocols share: limits, sampling ranges, text joining.
+//
+// Threads: pure functions of their arguments; any HTTP thread, many at once.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -2,6 +2,8 @@
 // Reading a client's JSON body: a depth check before parsing (a body of 100000 '[' must be a 400,
 // not a stack overflow anywhere downstream), then typed field access that reports the failing field
 // by its path ("messages.3.content.0.text: expected a string, got number").
+//
+// Threads: pure functions of their arguments; any HTTP thread, many at once.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -20,11 +20,16 @@ namespace {
 // the logger on the thread that ran the handler, after the body may have been compressed (Claude
 // Code accepts gzip, br and zstd), so the reason is kept here rather than read back from the body.
 thread_local std::string t_error_reason;
+
+void set_retry_after(httplib::Response& res, const ApiError& error) {
+  if (error.retry_after_seconds > 0) res.set_header("Retry-After", std::to_string(error.retry_after_seconds));
+}
 }  // namespace
 
 void send_error(httplib::Response& res, Protocol protocol, const ApiError& error) {
   res.status = error_status(protocol, error);
   res.set_content(error_body(protocol, error), "application/json");
+  set_retry_after(res, error);
   t_error_reason = error.what();
 }
 
@@ -47,6 +52,7 @@ void send_error_for(httplib::Response& res, const std::string& path, const ApiEr
     case Envelope::Shared:
       res.status = error.status;
       res.set_content(shared_error_body(error), "application/json");
+      set_retry_after(res, error);
       t_error_reason = error.what();
       return;
   }
@@ -247,8 +253,8 @@ struct Server::Impl {
       try {
         state.registry.require(name);
         res.set_content(model_json(name).dump(), "application/json");
-      } catch (const ApiError& e) {
-        send_error_for(res, req.path, e);
+      } catch (const std::exception& e) {
+        send_error_for(res, req.path, to_api_error(e, PlainError::BadRequest));
       }
       state.metrics.count_response("/v1/models/{id}", res.status);
     }));
@@ -293,14 +299,15 @@ struct Server::Impl {
       state.metrics.count_response(route_label(req.path), res.status);
     });
     http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "internal error";
+      // A handler let this escape: whatever it was, it is not the request's fault.
+      ApiError error = internal_error("internal error");
       try {
         std::rethrow_exception(ep);
       } catch (const std::exception& e) {
-        what = e.what();
+        error = to_api_error(e, PlainError::ServerFault);
       } catch (...) {
       }
-      send_error_for(res, req.path, internal_error(what));
+      send_error_for(res, req.path, error);
       state.metrics.count_response(route_label(req.path), res.status);
     });
     // Every 4xx and 5xx on stderr with its request id, so a client's report can be matched to a

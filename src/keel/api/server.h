@@ -2,6 +2,11 @@
 // `keel serve`: the HTTP edge. Routes requests of both APIs to one served model, queues them to
 // the engine thread, streams the results back, and answers every failure in the protocol's own
 // error envelope. See docs/serve.md.
+//
+// Threads: construct, bind and run on one thread (run blocks, serving on httplib's own HTTP threads
+// while the RequestQueue's engine thread runs the turns); stop may come from any other thread. The
+// ServedModel and SessionCache must outlive the Server. Who may touch what while it serves:
+// server_state.h.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,11 @@
 #pragma once
-// What the HTTP handlers share (internal to server.cpp and chat_endpoint.cpp). HTTP threads and the
-// engine thread both hold a ServerState&; each member says who may touch it.
+// What the HTTP handlers share (internal to server.cpp and chat_endpoint.cpp).
+//
+// Threads: every HTTP thread (httplib's pool, one per connection) and the one engine thread (the
+// RequestQueue's worker, running queued jobs) hold the same ServerState&. Nothing here is locked
+// as a whole; each member says who may touch it and why that is safe. The engine thread is the
+// only one that runs the model or changes KV state; HTTP threads only read what is immutable after
+// start or locked by its owner.
 #include <atomic>
 #include <httplib.h>
 
@@ -12,23 +17,31 @@
 namespace keel::api {
 
 struct ServerState {
-  // Const after load: HTTP threads render and tokenize with it, the engine thread runs the turns.
+  // HTTP threads call only its const members, which read what loading fixed: prepare() (template
+  // rendering and tokenizing, many threads at once), tokenizer(), tool_call_format(), reasoning(),
+  // dir(), weights() sizes. The engine thread alone calls transformer(): a forward pass owns the
+  // activation buffers and the thread pool.
   ServedModel& model;
-  // The engine thread alone changes it (begin, append, truncate, publish: only inside queued jobs).
-  // HTTP threads may call stats() (the pool locks), and policy(), rotate() and capacity(), which
-  // never change after construction.
+  // The engine thread alone changes it (begin, truncate, publish, and the sequence a turn runs on,
+  // only inside queued jobs). HTTP threads may call stats() (the pool takes its lock), and policy(),
+  // rotate() and capacity(), which never change after construction; never size() or sequence().
   SessionCache& session;
   const ServerOptions options;  // read by every thread, written by none
   const ModelRegistry registry;  // likewise
-  Metrics metrics;                // thread-safe (its own mutex)
-  RequestQueue queue;             // thread-safe: HTTP threads submit, the engine thread runs
-  std::atomic<int64_t> kv_tokens{0};  // the session cache's size after the last turn (engine writes)
+  Metrics metrics;                // thread-safe (its own mutex): the engine counts turns, HTTP threads responses
+  RequestQueue queue;             // thread-safe: HTTP threads submit and read counts, the engine thread runs
+  // The session cache's size after the last turn: written by the engine thread at the end of each
+  // job, read by /health and /metrics, which may not call session.size() themselves.
+  std::atomic<int64_t> kv_tokens{0};
 };
 
-// Answers `error` in `protocol`'s envelope.
+// Answers `error` in `protocol`'s envelope, with its Retry-After header when it has one. Any HTTP
+// thread, on the response it is writing.
 void send_error(httplib::Response& res, Protocol protocol, const ApiError& error);
 
-// POST /v1/messages, /v1/chat/completions and /v1/messages/count_tokens.
+// POST /v1/messages, /v1/chat/completions and /v1/messages/count_tokens, on the HTTP thread of the
+// request: parse, resolve the name, render and tokenize there; only the turn itself is queued to
+// the engine thread (chat_endpoint.cpp).
 void handle_chat(ServerState& state, Protocol protocol, const httplib::Request& req, httplib::Response& res);
 void handle_count_tokens(ServerState& state, const httplib::Request& req, httplib::Response& res);
 

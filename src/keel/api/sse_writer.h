@@ -18,6 +18,9 @@
 // arguments:""}}] then one chunk with its arguments; finish sends a chunk with an empty delta and
 // finish_reason, with include_usage a chunk with "choices":[] and usage (every earlier chunk then
 // carries "usage":null), and data: [DONE].
+//
+// Threads: a writer keeps the open-block state of its one response, so it belongs to the HTTP
+// thread that streams that response; make_stream_writer may be called from any thread.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -1,10 +1,16 @@
 #pragma once
-// The forward pass of the Llama family of decoder-only transformers, which covers llama, mistral,
-// qwen2 (q/k/v bias) and qwen3 (per-head q/k RMSNorm): RMSNorm, GQA attention with RoPE, SwiGLU.
+// The forward pass of a decoder-only transformer, built from the shared blocks (blocks.h) layer by
+// layer as each LayerSpec says: embeddings (scaled for Gemma), then per layer the attention block
+// and the gated FFN block, then the final norm, the output projection and an optional logit
+// soft-cap. Which families it runs is decided in arch/registry.cpp (see family.h).
+//
+// Thread-safety: one forward() at a time per Transformer (the engine thread); it fans the matrix
+// products out over the ThreadPool. The weights it reads are shared and read-only.
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "keel/arch/blocks.h"
 #include "keel/kv/kv_cache.h"
 #include "keel/model/weights.h"
 #include "keel/ops/elementwise.h"
@@ -22,20 +28,16 @@ class Transformer {
   // Runs `tokens` at positions [cache.size(), cache.size() + tokens.size()), stores their K/V and
   // grows the cache. Logits are computed only for the token indexes in `logit_rows` (the output
   // projection is the largest matrix; a prefill usually needs one row) and written to
-  // `logits` as [logit_rows.size()][vocab_size].
+  // `logits` as (logit_rows.size(), vocab_size).
   void forward(std::span<const int32_t> tokens, KvCache& cache, std::span<const int64_t> logit_rows,
                float* logits);
 
  private:
-  void attention_block(const LayerWeights& l, int64_t layer, int64_t n, int64_t pos0, KvCache& cache);
-  void mlp_block(const LayerWeights& l, int64_t n);
-
   const ModelWeights& w_;
   ThreadPool& pool_;
-  ops::Rope rope_;
-  // Activations for the current chunk, [tokens][width]; resized per call.
-  std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_;
-  std::vector<std::vector<float>> scores_;  // per-thread attention scratch
+  std::vector<ops::Rope> ropes_;            // one per distinct (RopeSpec, head_dim)
+  std::vector<const ops::Rope*> layer_rope_;  // (num_layers) into ropes_
+  arch::Workspace ws_;
 };
 
 }  // namespace keel

@@ -91,22 +91,7 @@ std::vector<RoleSpan> spans_of(const jinja::TaggedText& t) {
   return spans;
 }
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw keel::Error("cannot read " + p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
-// tokenizer_config.json writes special tokens either as strings or as {"content": ...} objects.
-std::string token_text(const json& config, const char* key) {
-  if (!config.contains(key)) return "";
-  const json& v = config[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return "";
-}
 
 }  // namespace
 
@@ -153,48 +138,6 @@ RenderedPrompt ChatTemplate::render(const json& messages, const json& tools, con
   prompt.spans = spans_of(out);
   prompt.text = out.text();
   return prompt;
-}
-
-ChatTemplateSource load_chat_template_source(const std::filesystem::path& model_dir, bool want_tools) {
-  ChatTemplateSource src;
-  std::filesystem::path config_path = model_dir / "tokenizer_config.json";
-  json config = json::object();
-  if (std::filesystem::exists(config_path)) {
-    config = json::parse(read_file(config_path), nullptr, false);
-    if (config.is_discarded() || !config.is_object())
-      throw keel::Error(config_path.string() + " is not a valid JSON object");
-    src.bos_token = token_text(config, "bos_token");
-    src.eos_token = token_text(config, "eos_token");
-  }
-  std::filesystem::path jinja_path = model_dir / "chat_template.jinja";
-  if (std::filesystem::exists(jinja_path)) {
-    src.source = read_file(jinja_path);
-    return src;
-  }
-  if (!config.contains("chat_template"))
-    throw keel::Error("no chat template in " + model_dir.string() + " (neither chat_template.jinja nor chat_template in tokenizer_config.json)");
-  const json& t = config["chat_template"];
-  if (t.is_string()) {
-    src.source = t.get<std::string>();
-    return src;
-  }
-  if (t.is_array()) {
-    std::string fallback;
-    for (const auto& entry : t) {
-      if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") || !entry["template"].is_string()) continue;
-      std::string name = entry["name"].is_string() ? entry["name"].get<std::string>() : "";
-      if (name == (want_tools ? "tool_use" : "default")) {
-        src.source = entry["template"].get<std::string>();
-        return src;
-      }
-      if (name == "default") fallback = entry["template"].get<std::string>();
-    }
-    if (!fallback.empty()) {
-      src.source = fallback;
-      return src;
-    }
-  }
-  throw keel::Error("chat_template in " + config_path.string() + " is neither a string nor a list with a default template");
 }
 
 }  // namespace keel::chat

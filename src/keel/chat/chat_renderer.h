@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "keel/chat/chat_roles.h"
+#include "keel/chat/template_files.h"
 #include "keel/chat/jinja_evaluator.h"
 
 namespace keel::jinja {
@@ -75,15 +76,5 @@ class ChatTemplate {
   std::string eos_token_;
   std::unique_ptr<jinja::Template> template_;
 };
-
-// The chat template of a Hugging Face model folder: chat_template.jinja if present, else
-// tokenizer_config.json's chat_template (a string, or a list of named templates: "tool_use" when
-// `want_tools`, else "default"). bos/eos tokens come from tokenizer_config.json.
-struct ChatTemplateSource {
-  std::string source;
-  std::string bos_token;
-  std::string eos_token;
-};
-ChatTemplateSource load_chat_template_source(const std::filesystem::path& model_dir, bool want_tools = false);
 
 }  // namespace keel::chat

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 
+#include "keel/engine/forward_loop.h"
 #include "keel/text/stream_decoder.h"
 #include "keel/toolcall/output_syntax.h"
 #include "keel/toolcall/schema_check.h"
@@ -68,36 +69,10 @@ class TurnRunner {
     const int64_t reused = session_.begin(prompt_.ids, prompt_.roles);
     result_.stats.reused_tokens = reused;
     if (options_.on_reuse) options_.on_reuse(reused);
-    std::span<const int32_t> ids(prompt_.ids);
-    std::span<const chat::Role> roles(prompt_.roles);
-    for (int64_t at = reused; at < n; at += options_.prefill_chunk) {
-      // A client that left during a long prefill must not hold the engine for the rest of it.
-      if (cancelled()) return finish(TurnFinish::Cancelled);
-      const int64_t len = std::min(options_.prefill_chunk, n - at);
-      const bool last = at + len == n;
-      const int64_t row = len - 1;
-      run_model(ids.subspan(static_cast<size_t>(at), static_cast<size_t>(len)),
-                roles.subspan(static_cast<size_t>(at), static_cast<size_t>(len)),
-                last ? std::span<const int64_t>(&row, 1) : std::span<const int64_t>());
-      result_.stats.prefilled_tokens += len;
-    }
-  }
-
-  void run_model(std::span<const int32_t> ids, std::span<const chat::Role> roles, std::span<const int64_t> rows) {
-    session_.append(ids, roles);
-    try {
-      model_.transformer().forward(ids, session_.cache(), rows, logits_.data());
-    } catch (...) {
-      session_.abandon_appended();
-      throw;
-    }
-  }
-
-  void run_generated(int32_t id) {
-    const int64_t row = 0;
-    const chat::Role role = chat::Role::assistant;
-    run_model(std::span<const int32_t>(&id, 1), std::span<const chat::Role>(&role, 1),
-              std::span<const int64_t>(&row, 1));
+    const PrefillResult r = keel::prefill(model_.transformer(), session_.sequence(), prompt_.ids, prompt_.roles,
+                                          options_.prefill_chunk, logits_, options_.cancelled);
+    result_.stats.prefilled_tokens = r.prefilled;
+    if (r.cancelled) finish(TurnFinish::Cancelled);
   }
 
   bool cancelled() const { return options_.cancelled && options_.cancelled->load(std::memory_order_relaxed); }
@@ -161,7 +136,7 @@ class TurnRunner {
         end_of_output(TurnFinish::ContextFull, OutputEnd::ContextFull);
         return;
       }
-      run_generated(next);
+      decode_step(model_.transformer(), session_.sequence(), next, logits_);
     }
     if (!done_) end_of_output(TurnFinish::MaxTokens, OutputEnd::MaxTokens);
   }
@@ -295,7 +270,7 @@ class TurnRunner {
     parser_text_bytes_ -= replayed_text_to_skip_;
 
     forced_.clear();
-    restore_to(static_cast<int64_t>(prompt_.ids.size() + keep));
+    restore();
     SamplingParams retry = options_.sampling;
     retry.temperature = std::max(retry.temperature, kRetryMinTemperature);
     retry.seed = options_.sampling.seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(attempts_ + 1);
@@ -303,23 +278,18 @@ class TurnRunner {
     return true;
   }
 
-  // Makes the cache hold exactly the first n tokens of prompt + output, with the logits after the
-  // last of them (recomputed: bit-identical to the first time). The cache may have to go back
-  // further than n - 1 (a cut inside the recent window); the tokens in between run again.
-  void restore_to(int64_t n) {
+  // Makes the cache hold exactly prompt + kept output, with the logits after the last of them
+  // (recomputed: bit-identical to the first time). The cache may have to go back further than
+  // one token (a cut inside the recent window); the tokens in between run again. A cancel seen
+  // meanwhile leaves the logits stale, but the decode loop checks for it before it samples.
+  void restore() {
     std::vector<int32_t> ids(prompt_.ids.begin(), prompt_.ids.end());
     ids.insert(ids.end(), generated_.begin(), generated_.end());
     std::vector<chat::Role> roles(prompt_.roles.begin(), prompt_.roles.end());
     roles.resize(ids.size(), chat::Role::assistant);
-    int64_t at = session_.truncate(n - 1);
-    while (at < n) {
-      const int64_t len = std::min(options_.prefill_chunk, n - at);
-      const int64_t row = len - 1;
-      run_model(std::span<const int32_t>(ids).subspan(static_cast<size_t>(at), static_cast<size_t>(len)),
-                std::span<const chat::Role>(roles).subspan(static_cast<size_t>(at), static_cast<size_t>(len)),
-                at + len == n ? std::span<const int64_t>(&row, 1) : std::span<const int64_t>());
-      at += len;
-    }
+    session_.truncate(static_cast<int64_t>(ids.size()) - 1);
+    keel::prefill(model_.transformer(), session_.sequence(), ids, roles, options_.prefill_chunk, logits_,
+                  options_.cancelled);
   }
 
   ServedModel& model_;

@@ -1,6 +1,12 @@
 #pragma once
 // The engine runs one request at a time on its own thread; HTTP threads queue work here. The
 // queue is bounded so that a flood of clients gets "overloaded" at once instead of waiting forever.
+//
+// Threads: submit(), waiting(), busy() and max_waiting() may be called from any thread (one mutex).
+// Jobs run one at a time, in the order submitted, on the queue's own thread, which is therefore
+// "the engine thread": everything a job touches that HTTP threads do not lock is engine-only. A
+// job must catch its own exceptions (one that escapes ends the process) and must not destroy
+// the queue.
 #include <condition_variable>
 #include <cstddef>
 #include <deque>

@@ -3,6 +3,9 @@
 // Otherwise: scale by 1/temperature, keep the top_k most likely, keep the smallest set whose
 // probability reaches top_p, drop tokens below min_p times the most likely one's probability,
 // renormalise and draw. The random stream comes only from `seed`, so a seed replays exactly.
+//
+// Threads: a Sampler holds its random stream and scratch, so one thread at a time (the thread that
+// runs the turn); separate Samplers are independent. argmax is pure.
 #include <cstdint>
 #include <random>
 #include <span>

@@ -1,5 +1,6 @@
 #include "keel/engine/served_model.h"
 
+#include "keel/arch/model_loader.h"
 #include "keel/chat/system_fold.h"
 #include "keel/chat/token_roles.h"
 #include "keel/util/error.h"
@@ -25,7 +26,7 @@ void cut_after_last_message(chat::RenderedPrompt& rendered, const nlohmann::orde
 }  // namespace
 
 ServedModel::ServedModel(const ServedModelOptions& options)
-    : weights_(load_model(std::filesystem::weakly_canonical(options.dir))), format_(toolcall::tool_call_format_info(toolcall::ToolCallFormat::None)) {
+    : weights_(arch::load_model(std::filesystem::weakly_canonical(options.dir))), format_(toolcall::tool_call_format_info(toolcall::ToolCallFormat::None)) {
   pool_ = std::make_unique<ThreadPool>(options.threads);
   transformer_ = std::make_unique<Transformer>(weights_, *pool_);
   if (!std::filesystem::exists(weights_.dir / "tokenizer.json"))

@@ -1,6 +1,13 @@
 #pragma once
 // Everything `keel serve` needs of one model folder, loaded once at start: weights and the forward
 // pass, tokenizer, chat template, the tool-call format and reasoning control read from that template.
+//
+// Threads: built once, on the thread that starts the command, then shared. The const members read
+// only what loading fixed, so any number of threads may call them at once: `keel serve` renders
+// and tokenizes each request on its HTTP thread with prepare() (chat::ChatTemplate::render keeps
+// its state per call; text::Tokenizer is safe from many threads). transformer() is the exception:
+// a forward pass owns the activation buffers and the thread pool, so one thread at a time (the
+// engine thread in `keel serve`).
 #include <cstdint>
 #include <filesystem>
 #include <memory>

@@ -33,25 +33,13 @@ int64_t SessionCache::begin(std::span<const int32_t> prompt, std::span<const cha
   return live_->size();
 }
 
-void SessionCache::append(std::span<const int32_t> ids, std::span<const chat::Role> roles) {
-  cache();
-  live_->append_tokens(ids, roles);
-}
-
-void SessionCache::abandon_appended() {
-  if (live_) live_->set_size(live_->size());
-}
-
-int64_t SessionCache::truncate(int64_t n) {
-  cache();
-  return live_->trim(n);
-}
+int64_t SessionCache::truncate(int64_t n) { return sequence().trim(n); }
 
 void SessionCache::publish() {
   if (live_) live_->publish();
 }
 
-KvCache& SessionCache::cache() {
+kv::KvSequence& SessionCache::sequence() {
   if (!live_) throw Error("SessionCache: no request has begun");
   return *live_;
 }

@@ -4,6 +4,11 @@
 // same conversation, generated tokens included) trims it to the common prefix and prefills only
 // the rest; any other request opens a sequence from the pool's prefix cache. Either way the reused
 // tokens give the same logits as prefilling them again (DESIGN.md invariant 4).
+//
+// Threads: begin, truncate, publish, sequence and size read or change the live sequence, which
+// nothing locks: one thread only (the engine thread in `keel serve`, inside queued jobs). stats(),
+// policy(), rotate() and capacity() may be called from any thread: stats() takes the pool's lock,
+// the others never change after construction (/health and /metrics read them).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -26,17 +31,14 @@ class SessionCache {
   // prompt token always runs and yields logits. Returns the number of tokens reused.
   int64_t begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles);
 
-  // Ids and roles of tokens about to be run through the model.
-  void append(std::span<const int32_t> ids, std::span<const chat::Role> roles);
-  // After a failed forward pass: forgets the appended tokens that did not run.
-  void abandon_appended();
   // Drops everything from position n on; returns the new size, which may be smaller than n when a
   // cut inside the recent window needs rows that were already quantized (rerun from there).
   int64_t truncate(int64_t n);
   // The request is over: its complete blocks join the prefix cache.
   void publish();
 
-  KvCache& cache();
+  // The current request's sequence, for engine/forward_loop; throws keel::Error before begin().
+  kv::KvSequence& sequence();
   int64_t size() const;
   int64_t capacity() const { return context_; }
   kv::KvPoolStats stats() const { return pool_.stats(); }

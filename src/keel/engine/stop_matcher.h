@@ -2,6 +2,8 @@
 // Client stop sequences over streamed text. Text is released as soon as it can no longer be the
 // start of a stop sequence, so a client never sees part of one; when one completes, everything
 // before it is released and generation ends.
+//
+// Threads: one StopMatcher per turn, used by the thread that runs that turn.
 #include <string>
 #include <string_view>
 #include <vector>

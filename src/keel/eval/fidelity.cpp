@@ -3,9 +3,9 @@
 #include <memory>
 #include <span>
 
+#include "keel/engine/forward_loop.h"
+#include "keel/engine/standalone_sequence.h"
 #include "keel/kv/kv_footprint.h"
-#include "keel/kv/kv_pool.h"
-#include "keel/kv/kv_sequence.h"
 #include "keel/util/error.h"
 
 namespace keel::eval {
@@ -15,26 +15,16 @@ namespace {
 // and the logits of the chunk that just ran.
 struct Lane {
   Lane(const ModelSpec& spec, const kv::KvPolicy& policy, bool rotate, const PreparedPrompt& prompt)
-      : pool(spec, budget_for(spec, prompt), policy, rotate, static_cast<int64_t>(prompt.ids.size())) {
-    // Nothing is cached in a fresh pool: open() returns an empty sequence.
-    sequence = pool.open(prompt.ids, prompt.roles);
-  }
-
-  static int64_t budget_for(const ModelSpec& spec, const PreparedPrompt& prompt) {
-    // Twice the all-bf16 footprint: a quantized block holds both forms while it is in a window.
-    return kv::kv_sequence_bytes(spec, kv::KvPolicy(), prompt.roles) * 2 + (1 << 20);
-  }
+      : cache(spec, static_cast<int64_t>(prompt.ids.size()), policy, rotate) {}
 
   void run(Transformer& model, std::span<const int32_t> ids, std::span<const chat::Role> roles,
            std::span<const int64_t> rows, int64_t vocab) {
     logits.resize(rows.size() * static_cast<size_t>(vocab));
-    sequence->append_tokens(ids, roles);
-    model.forward(ids, *sequence, rows, logits.data());
+    forward_tokens(model, cache.sequence(), ids, roles, rows, logits);
   }
 
-  kv::KvPool pool;
-  std::unique_ptr<kv::KvSequence> sequence;
-  std::vector<float> logits;
+  StandaloneSequence cache;
+  std::vector<float> logits;  // (rows, vocab)
 };
 
 PreparedPrompt prepare(const ServedModel& model, const Transcript& t) {

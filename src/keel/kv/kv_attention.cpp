@@ -50,12 +50,36 @@ struct QueryForm {
 
 }  // namespace
 
-void attend_spans(const float* q, int64_t dim, float scale, std::span<const KvSpan> spans, float* out) {
+void attend_spans(const float* q, int64_t dim, const ops::AttentionParams& params, std::span<const KvSpan> spans,
+                  int64_t first_pos, float* out) {
   check_spans(dim, spans);
+  if (first_pos < 0) throw Error("KV span rows at a negative position");
+  int64_t rows = 0;
+  for (const KvSpan& s : spans) rows += s.count;
+  if (rows == 0) {
+    std::fill(out, out + dim, 0.0f);
+    return;
+  }
+  // The window is anchored at the query's global position, and so are the tiles below: which rows
+  // the caller passes before the window changes nothing.
+  const int64_t start = ops::first_attended_position(first_pos + rows - 1, params.window);
+
+  // A cursor over the rows: span si, row row_in_span of it, at global position pos.
+  size_t si = 0;
+  int64_t row_in_span = 0, pos = first_pos;
+  while (pos < start) {
+    const int64_t skip = std::min(start - pos, spans[si].count - row_in_span);
+    row_in_span += skip;
+    pos += skip;
+    if (row_in_span == spans[si].count) {
+      ++si;
+      row_in_span = 0;
+    }
+  }
+
   bool any_plain = false, any_rotated = false;
-  for (const KvSpan& s : spans) {
-    if (s.count == 0) continue;
-    (s.rotated ? any_rotated : any_plain) = true;
+  for (size_t i = si; i < spans.size(); ++i) {
+    if (spans[i].count > (i == si ? row_in_span : 0)) (spans[i].rotated ? any_rotated : any_plain) = true;
   }
   thread_local QueryForm plain, rotated;  // reused between calls: attention runs per (token, head)
   if (any_plain) plain.prepare(q, dim, false);
@@ -68,21 +92,25 @@ void attend_spans(const float* q, int64_t dim, float scale, std::span<const KvSp
   };
   float scores[kTile];
   Run runs[kTile];
-  float running_max = -INFINITY, running_sum = 0.0f;
+  // A sink starts the softmax as one term of its own, exp(sink - sink) = 1 with no value, so the
+  // online rescaling below treats it like any row.
+  float running_max = params.has_sink ? params.sink : -INFINITY;
+  float running_sum = params.has_sink ? 1.0f : 0.0f;
+  const bool softcap = params.softcap > 0.0f;
 
-  size_t si = 0;
-  int64_t row_in_span = 0, rows_seen = 0;
   while (true) {
-    // Gather the next tile: up to kTile rows, possibly from several spans.
+    // Gather the next tile: the rows up to the next multiple of kTile positions, possibly from
+    // several spans.
+    const int64_t room = (pos / kTile + 1) * kTile - pos;
     int n = 0, n_runs = 0;
-    while (n < kTile && si < spans.size()) {
+    while (n < room && si < spans.size()) {
       const KvSpan& s = spans[si];
       if (row_in_span == s.count) {
         ++si;
         row_in_span = 0;
         continue;
       }
-      const int64_t take = std::min<int64_t>(kTile - n, s.count - row_in_span);
+      const int64_t take = std::min<int64_t>(room - n, s.count - row_in_span);
       runs[n_runs++] = {&s, row_in_span, take, n};
       kernels::score_rows(s.format, s.rotated ? rotated_q : plain_q, dim, s.k + static_cast<size_t>(row_in_span) * s.stride,
                           s.stride, take, scores + n);
@@ -90,11 +118,12 @@ void attend_spans(const float* q, int64_t dim, float scale, std::span<const KvSp
       row_in_span += take;
     }
     if (n == 0) break;
-    rows_seen += n;
+    pos += n;
 
     float tile_max = -INFINITY;
     for (int i = 0; i < n; ++i) {
-      scores[i] *= scale;
+      scores[i] *= params.scale;
+      if (softcap) scores[i] = params.softcap * std::tanh(scores[i] / params.softcap);
       tile_max = std::max(tile_max, scores[i]);
     }
     if (tile_max > running_max) {
@@ -118,10 +147,6 @@ void attend_spans(const float* q, int64_t dim, float scale, std::span<const KvSp
     }
   }
 
-  if (rows_seen == 0) {
-    std::fill(out, out + dim, 0.0f);
-    return;
-  }
   if (any_rotated) rotate_row(rotated.acc.data(), dim);  // back from the rotated basis, once
   const float inv = 1.0f / running_sum;
   for (int64_t d = 0; d < dim; ++d) {

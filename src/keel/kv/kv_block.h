@@ -1,9 +1,11 @@
 #pragma once
-// One block of the paged pool (internal to KvPool and KvSequence). A block starts private to the
-// sequence that writes it, holding its rows at full precision (bf16). When it leaves a recent
-// window its rows are quantized, once, into its final format; when no sequence still reads the
-// full-precision rows they are dropped. Published blocks are immutable and shared, keyed by a hash
-// chain over their tokens, formats and the policy.
+// One block of the paged pool (internal to KvPool and KvSequence; every field is guarded by the
+// pool's mutex). A block starts private to the sequence that writes it, holding its rows at full
+// precision (bf16). When it leaves a recent window its rows are quantized, once, into its final
+// format; when no sequence still reads the full-precision rows they are dropped. In a sliding-window
+// layer group, the block's rows (both forms) are dropped once no sequence's window reaches it.
+// Published blocks are immutable and shared, keyed by a hash chain over their tokens, formats and
+// the policy.
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -12,6 +14,20 @@
 #include "keel/kv/kv_window.h"
 
 namespace keel::kv {
+
+// The rows of one layer group (KvBlockLayout::groups()) in one block.
+struct KvGroupRows {
+  // Laid out by KvBlockLayout: [layer of the group][kv_head][K rows | V rows][kKvBlockTokens] rows
+  // of row_bytes(format). `full` (bf16) is empty once dropped; `quantized` (the block's format) is
+  // empty until the group is quantized (never, when the block's format is bf16) and fills one layer
+  // of the group at a time.
+  std::vector<uint8_t> full;
+  std::vector<uint8_t> quantized;
+  int64_t quantized_layers = 0;  // the group's first layers whose quantized rows are written
+  // Sliding groups: sequences whose kept window (window_rows_kept_from) still reaches this block.
+  // When the last of them moves past it, both forms are freed.
+  int64_t window_pins = 0;
+};
 
 struct KvBlock {
   // Identity in the prefix cache; set when the block is published (cached == true).
@@ -24,13 +40,8 @@ struct KvBlock {
   bool format_known = false;
   KvFormat format = KvFormat::BF16;
 
-  // Rows, laid out by KvBlockLayout. `full` is empty once dropped; `quantized` is empty until the
-  // block is quantized (never, when its format is bf16) and fills one layer at a time.
-  std::vector<uint8_t> full;
-  std::vector<uint8_t> quantized;
-  int64_t quantized_layers = 0;
+  std::vector<KvGroupRows> groups;  // one per layer group
 
-  // Guarded by the pool's mutex.
   int64_t holders = 0;    // sequences holding it
   int64_t children = 0;   // cached blocks naming it as parent (it cannot go before them)
   int64_t full_pins = 0;  // sequences that may still read or quantize its full-precision rows

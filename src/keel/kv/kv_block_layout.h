@@ -1,34 +1,52 @@
 #pragma once
-// Where rows sit inside one pool block. A block holds all layers' K and V of kKvBlockTokens
-// consecutive tokens in one format, laid out [layer][kv_head][K rows | V rows][token], so the rows
-// of one (layer, kv head) are a KvSpan: K at keys_offset, V at values_offset, stride = row bytes.
+// Where rows sit inside one pool block. A block holds K and V of kKvBlockTokens consecutive tokens
+// for every layer, one buffer per layer group (kv_layer_groups.h) so that a sliding group's rows can
+// be freed alone. A group's buffer is laid out [layer of the group][kv_head][K rows | V rows][token],
+// so the rows of one (layer, kv head) are a KvSpan: K at keys_offset, V at values_offset, stride =
+// row bytes.
+//
+// Built once per pool; read-only afterwards, any thread.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "keel/kv/kv_format_cost.h"
+#include "keel/kv/kv_layer_groups.h"
 #include "keel/model/model_spec.h"
 
 namespace keel::kv {
 
 class KvBlockLayout {
  public:
+  // Throws keel::Error for models the pool cannot store (see kv_layer_groups()).
   explicit KvBlockLayout(const ModelSpec& spec);
 
-  int64_t layers() const { return layers_; }
+  int64_t layers() const { return static_cast<int64_t>(group_of_.size()); }
   int64_t kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
 
+  const std::vector<KvLayerGroup>& groups() const { return groups_; }
+  int64_t group_count() const { return static_cast<int64_t>(groups_.size()); }
+  const KvLayerGroup& group(int64_t g) const { return groups_[static_cast<size_t>(g)]; }
+  int64_t group_of(int64_t layer) const { return group_of_[static_cast<size_t>(layer)]; }
+  int64_t index_in_group(int64_t layer) const { return index_in_group_[static_cast<size_t>(layer)]; }
+
   // One encoded row (one token, one kv head, K or V) == kv_vector_bytes(format, head_dim).
   size_t row_bytes(KvFormat format) const;
-  // The whole block in one format: every layer, kv head, K and V row of its tokens.
+  // One group's buffer in one block: every layer of the group, kv head, K and V row of its tokens.
+  size_t group_bytes(int64_t group, KvFormat format) const;
+  // The whole block in one format: every group.
   size_t block_bytes(KvFormat format) const;
   // One token's K and V over all layers.
   size_t token_bytes(KvFormat format) const;
+  // Offsets inside the buffer of the layer's group.
   size_t keys_offset(KvFormat format, int64_t layer, int64_t kv_head) const;
   size_t values_offset(KvFormat format, int64_t layer, int64_t kv_head) const;
 
  private:
-  int64_t layers_, kv_heads_, head_dim_;
+  std::vector<KvLayerGroup> groups_;
+  std::vector<int64_t> group_of_, index_in_group_;  // (layers)
+  int64_t kv_heads_, head_dim_;
 };
 
 }  // namespace keel::kv

@@ -1,39 +1,129 @@
 #include "keel/kv/kv_footprint.h"
 
 #include <algorithm>
-#include <vector>
+#include <string>
 
-#include "keel/kv/kv_block_layout.h"
+#include "keel/kv/kv_layer_groups.h"
 #include "keel/kv/kv_window.h"
 #include "keel/util/error.h"
 
 namespace keel::kv {
+namespace {
 
-int64_t kv_sequence_bytes(const ModelSpec& spec, const KvPolicy& policy, std::span<const chat::Role> roles) {
+// Where one group's blocks stand after a sequence of n tokens ran from an empty cache, by the rules
+// of KvSequence::store() and set_size().
+struct GroupState {
+  int64_t kept_from;        // blocks before it hold nothing in this group (sliding windows)
+  int64_t blocks;           // blocks_for_tokens(n)
+  int64_t quantized_below;  // blocks out of the last token's recent window
+  int64_t full_kept_from;   // out-of-window blocks from here on keep their bf16 rows too
+  // A sliding layer quantizes a block only if a query still reads it once it has left the recent
+  // window, which happens exactly when its window is wider than the recent window.
+  bool quantizes;
+  int64_t block_bf16, block_quantized;  // bytes of the group's rows in one block
+};
+
+GroupState state_of(const KvGroupShape& g, const KvPolicy& policy, int64_t n, KvFormat format) {
+  return {window_rows_kept_from(n, g.window),
+          blocks_for_tokens(n),
+          window_start_block(n - 1, policy.recent()),
+          full_rows_kept_from(n, policy.recent()),
+          g.window == 0 || policy.recent() < g.window,
+          g.token_bytes(KvFormat::BF16) * kKvBlockTokens,
+          g.token_bytes(format) * kKvBlockTokens};
+}
+
+// Blocks of `format` in [first, end) that are quantized, and how many of them keep bf16 rows too.
+struct Quantized {
+  int64_t count = 0, with_full = 0;
+};
+Quantized quantized_range(const GroupState& s, KvFormat format, int64_t first, int64_t end) {
+  first = std::max(first, s.kept_from);
+  end = std::min(end, s.quantized_below);
+  if (!s.quantizes || format == KvFormat::BF16 || end <= first) return {};
+  return {end - first, std::max<int64_t>(0, end - std::max(first, s.full_kept_from))};
+}
+
+// One group, every token of `role`: the first blocks_for_tokens(sink) blocks are bf16 (sinks), the
+// rest take the role's format.
+int64_t uniform_group_bytes(const KvGroupShape& g, const KvPolicy& policy, int64_t n, chat::Role role) {
+  const KvFormat format = policy.role_format(role);
+  const GroupState s = state_of(g, policy, n, format);
+  const Quantized q = quantized_range(s, format, blocks_for_tokens(policy.sink()), s.blocks);
+  const int64_t full = s.blocks - s.kept_from - q.count + q.with_full;
+  return q.count * s.block_quantized + full * s.block_bf16;
+}
+
+}  // namespace
+
+int64_t KvGroupShape::token_bytes(KvFormat format) const {
+  int64_t bytes = 0;
+  for (const KvVectorShape& v : per_token) bytes += v.count * kv_vector_bytes(format, v.dim);
+  return layers * bytes;
+}
+
+std::vector<KvGroupShape> kv_group_shapes(const ModelSpec& spec) {
+  std::vector<KvGroupShape> shapes;
+  for (const KvLayerGroup& g : kv_layer_groups(spec))
+    shapes.push_back({static_cast<int64_t>(g.layers.size()), {{2 * g.kv_heads, g.head_dim}}, g.window});
+  return shapes;
+}
+
+int64_t kv_sequence_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy,
+                          std::span<const chat::Role> roles) {
   const auto n = static_cast<int64_t>(roles.size());
   if (n == 0) return 0;
-  const KvBlockLayout layout(spec);
-  // Blocks out of the last window are quantized; those a branch inside the window could still
-  // read at full precision keep both forms; the window itself is full precision only.
-  const int64_t window = window_start_block(n - 1, policy.recent());
-  const int64_t full_from = full_rows_kept_from(n, policy.recent());
   int64_t bytes = 0;
   for (int64_t b = 0; b < blocks_for_tokens(n); ++b) {
     const int64_t first = b * kKvBlockTokens;
     const auto count = static_cast<size_t>(std::min(kKvBlockTokens, n - first));
     const KvFormat format = policy.block_format(roles.subspan(static_cast<size_t>(first), count), first);
-    const bool quantized = b < window && format != KvFormat::BF16;
-    const bool full = !quantized || b >= full_from;
-    if (quantized) bytes += static_cast<int64_t>(layout.block_bytes(format));
-    if (full) bytes += static_cast<int64_t>(layout.block_bytes(KvFormat::BF16));
+    for (const KvGroupShape& g : groups) {
+      const GroupState s = state_of(g, policy, n, format);
+      if (b < s.kept_from) continue;
+      const Quantized q = quantized_range(s, format, b, b + 1);
+      bytes += q.count * s.block_quantized + (1 - q.count + q.with_full) * s.block_bf16;
+    }
   }
   return bytes;
 }
 
+int64_t kv_sequence_bytes(const ModelSpec& spec, const KvPolicy& policy, std::span<const chat::Role> roles) {
+  return kv_sequence_bytes(kv_group_shapes(spec), policy, roles);
+}
+
+int64_t kv_context_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy, int64_t tokens,
+                         chat::Role role) {
+  if (tokens < 0) throw Error("KV bytes for a negative context of " + std::to_string(tokens) + " tokens");
+  const auto bytes_at = [&](int64_t n) {
+    int64_t bytes = 0;
+    for (const KvGroupShape& g : groups) bytes += uniform_group_bytes(g, policy, n, role);
+    return bytes;
+  };
+  // Once every window boundary above has left its clamp at 0 and passed the sink blocks, growing
+  // by one block (16 tokens) shifts every boundary by exactly one block: a sliding group's blocks
+  // keep their forms, a full group gains one quantized block, so bytes(n + 16) >= bytes(n). Before
+  // that, a block leaving a window can lower the bytes by more than the next block adds (a sliding
+  // window leaving the bf16 sink blocks, say). So the peak up to `tokens` is the peak of every size
+  // up to that point and of the last kKvBlockTokens sizes (tests/kv_footprint_test.cpp checks this
+  // against every size).
+  int64_t widest = 0;
+  for (const KvGroupShape& g : groups) widest = std::max(widest, g.window);
+  const int64_t settled =
+      2 * policy.recent() + widest + kKvBlockTokens * (blocks_for_tokens(policy.sink()) + 2);
+  int64_t peak = 0;
+  for (int64_t n = 1; n <= std::min(tokens, settled); ++n) peak = std::max(peak, bytes_at(n));
+  for (int64_t n = std::max(settled + 1, tokens - kKvBlockTokens + 1); n <= tokens; ++n) peak = std::max(peak, bytes_at(n));
+  return peak;
+}
+
+int64_t kv_context_bytes(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens, chat::Role role) {
+  return kv_context_bytes(kv_group_shapes(spec), policy, tokens, role);
+}
+
 double kv_bytes_per_token(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens, chat::Role role) {
   if (tokens <= 0) throw Error("KV bytes per token needs a positive token count");
-  const std::vector<chat::Role> roles(static_cast<size_t>(tokens), role);
-  return static_cast<double>(kv_sequence_bytes(spec, policy, roles)) / static_cast<double>(tokens);
+  return static_cast<double>(kv_context_bytes(spec, policy, tokens, role)) / static_cast<double>(tokens);
 }
 
 }  // namespace keel::kv

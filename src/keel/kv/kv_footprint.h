@@ -1,21 +1,62 @@
 #pragma once
-// KV memory per token under a policy, as the pool stores it (for `keel bench` and the docs): one
-// source of truth with the pool, because both use KvBlockLayout and the same window rule.
+// KV bytes one sequence holds in the pool, by the pool's own rules (whole blocks, the recent
+// window, the rows kept for branches inside it, sliding windows): the one source of KV sizes. The
+// pool's byte counts match kv_sequence_bytes() exactly (tests/kv_pool_test.cpp); the planner
+// (keel/plan/kv_bytes.h), serve, bench and eval size memory with these functions.
+//
+// Pure functions: any thread.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "keel/chat/chat_roles.h"
+#include "keel/kv/kv_format_cost.h"
 #include "keel/kv/kv_policy.h"
 #include "keel/model/model_spec.h"
 
 namespace keel::kv {
 
-// Bytes one sequence holds in the pool after its tokens (one role each) have been run: blocks out
-// of the last token's recent window in their final format, the window at bf16, the blocks a
-// branch inside the window could re-read (full_rows_kept_from) in both, the last block whole.
+// `count` vectors of `dim` values per token in one layer (K and V heads; an MLA latent and its rope
+// key). Quantization groups run along each vector, so vectors of different widths stay apart.
+struct KvVectorShape {
+  int64_t count = 0;
+  int64_t dim = 0;
+};
+
+// Layers that store the same vectors per token and keep the same positions.
+struct KvGroupShape {
+  int64_t layers = 0;
+  std::vector<KvVectorShape> per_token;  // per layer
+  int64_t window = 0;                    // > 0: a sliding window of this many positions
+
+  // One token in every layer of the group.
+  int64_t token_bytes(KvFormat format) const;
+};
+
+// The groups of a model the pool can store, as kv_layer_groups() forms them (and throws for the
+// same models).
+std::vector<KvGroupShape> kv_group_shapes(const ModelSpec& spec);
+
+// Bytes one sequence holds after its tokens (one role each) ran from an empty cache, one pass or
+// many: per group, the blocks it keeps (every block, or those a sliding window reaches from the
+// last block on: window_rows_kept_from), each in its final format once out of the last token's
+// recent window, at bf16 inside it, in both forms where a branch inside the window could re-read
+// it (full_rows_kept_from); the last block whole.
+int64_t kv_sequence_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy,
+                          std::span<const chat::Role> roles);
 int64_t kv_sequence_bytes(const ModelSpec& spec, const KvPolicy& policy, std::span<const chat::Role> roles);
 
-// Average bytes per token of a `tokens`-token context whose tokens all have `role`.
+// The most a sequence of tokens that all have `role` holds at any size up to `tokens`, between
+// forward passes: what one context of `tokens` tokens needs room for. Not always the bytes at
+// `tokens` itself: a block that leaves the recent window drops its bf16 rows, so bytes dip. (During
+// a pass, blocks that leave a window keep both forms, and a sliding group holds the pass's own
+// tokens, until the pass ends.)
+int64_t kv_context_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy, int64_t tokens,
+                         chat::Role role = chat::Role::user);
+int64_t kv_context_bytes(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens,
+                         chat::Role role = chat::Role::user);
+
+// kv_context_bytes() per token: what each token of a `tokens`-token context costs in the budget.
 double kv_bytes_per_token(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens,
                           chat::Role role = chat::Role::user);
 

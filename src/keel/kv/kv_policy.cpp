@@ -47,20 +47,20 @@ KvFormat more_precise(KvFormat a, KvFormat b) {
 
 KvPolicy::KvPolicy() { formats_.fill(KvFormat::BF16); }
 
-KvPolicy KvPolicy::preset(plan::KvPolicy preset) {
+KvPolicy KvPolicy::preset(KvPreset preset) {
   KvPolicy p;
   switch (preset) {
-    case plan::KvPolicy::Full:
+    case KvPreset::Full:
       return p;
-    case plan::KvPolicy::Int8:
+    case KvPreset::Int8:
       return parse("default=int8");
-    case plan::KvPolicy::Int4:
+    case KvPreset::Int4:
       return parse("default=int4");
-    case plan::KvPolicy::Protect:
+    case KvPreset::Protect:
       return parse("system=bf16 tools=bf16 tool_call=int8 default=int4")
-          .with_sink(plan::kProtectSinkTokens)
-          .with_recent(plan::kProtectRecentTokens);
-    case plan::KvPolicy::Auto:
+          .with_sink(kProtectSinkTokens)
+          .with_recent(kProtectRecentTokens);
+    case KvPreset::Auto:
       break;
   }
   throw Error("the auto KV policy must be resolved to a preset (full, int8, protect or int4) before use");
@@ -69,9 +69,9 @@ KvPolicy KvPolicy::preset(plan::KvPolicy preset) {
 KvPolicy KvPolicy::parse(std::string_view text) {
   const std::vector<std::string_view> words = split_words(text);
   if (words.size() == 1 && words[0].find('=') == std::string_view::npos) {
-    if (words[0] == "auto") return preset(plan::KvPolicy::Auto);  // throws: the caller resolves auto
-    for (plan::KvPolicy p : plan::kPresetsByPrecision)
-      if (words[0] == plan::kv_policy_name(p)) return preset(p);
+    if (words[0] == "auto") return preset(KvPreset::Auto);  // throws: the caller resolves auto
+    for (KvPreset p : kPresetsByPrecision)
+      if (words[0] == kv_preset_name(p)) return preset(p);
     throw Error("unknown KV policy '" + std::string(words[0]) +
                 "' (expected full, int8, int4, protect, auto, or a spec such as "
                 "'system=bf16 tools=bf16 sink=4 recent=256 tool_call=int8 default=int4')");

@@ -1,7 +1,7 @@
 #pragma once
 // The runtime precision policy: which KV format each token's block needs, from the token's role and
-// position. The planner's presets (keel/plan/kv_policy.h) are the names users pick; this is what
-// they mean at run time, plus explicit specs such as
+// position. The presets (keel/kv/kv_presets.h) are the names users pick; this is what they mean at
+// run time, plus explicit specs such as
 //   "tools=bf16 system=bf16 sink=4 recent=256 tool_call=int8 default=int4"
 //
 // Grammar (words separated by spaces or commas, each at most once):
@@ -11,6 +11,8 @@
 //   recent=<n>         blocks holding any of the last n tokens are read at full precision
 //   format: bf16 int8 int4 int2
 // A block (keel/kv/kv_window.h) takes the most precise format any of its tokens needs.
+//
+// A value type: immutable once built, safe to read from any thread.
 #include <array>
 #include <cstdint>
 #include <span>
@@ -19,7 +21,7 @@
 
 #include "keel/chat/chat_roles.h"
 #include "keel/kv/kv_format_cost.h"
-#include "keel/plan/kv_policy.h"
+#include "keel/kv/kv_presets.h"
 
 namespace keel::kv {
 
@@ -28,7 +30,7 @@ class KvPolicy {
   KvPolicy();  // everything bf16: the `full` preset
 
   // A concrete preset; `auto` throws keel::Error (the caller resolves it with the planner first).
-  static KvPolicy preset(plan::KvPolicy preset);
+  static KvPolicy preset(KvPreset preset);
   // A preset name (full, int8, int4, protect) or an explicit spec; keel::Error names the bad word.
   static KvPolicy parse(std::string_view text);
 

@@ -29,10 +29,8 @@ KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, boo
       rotate_(rotate),
       max_context_(max_context > 0 ? max_context : (spec.max_position > 0 ? spec.max_position : int64_t{1} << 20)),
       chain_root_(kv_chain_root(policy_.describe(), rotate)) {
-  if (spec.num_layers <= 0 || spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.num_heads % spec.num_kv_heads != 0)
-    throw Error("KV pool: the model shape has no usable attention heads");
-  if (policy_.quantizes() && spec.head_dim % kKvQuantGroup != 0)
-    throw Error("KV policy '" + policy_.describe() + "' quantizes rows of head_dim " + std::to_string(spec.head_dim) +
+  if (policy_.quantizes() && layout_.head_dim() % kKvQuantGroup != 0)
+    throw Error("KV policy '" + policy_.describe() + "' quantizes rows of head_dim " + std::to_string(layout_.head_dim()) +
                 ", which is not a multiple of " + std::to_string(kKvQuantGroup) + "; use --kv-policy full");
   const size_t block = layout_.block_bytes(KvFormat::BF16);
   if (budget_bytes < static_cast<int64_t>(block))
@@ -63,6 +61,8 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
     if (block == nullptr) break;
     hold_locked(*block);
     ++block->full_pins;  // pinned_from_ == 0: the first forward pass settles which rows stay
+    for (int64_t g = 0; g < layout_.group_count(); ++g)
+      if (layout_.group(g).window > 0) pin_window_locked(*block, g);  // window_from_ == 0, likewise
     touch_locked(*block);
     seq->blocks_.push_back(block);
     parent = block;
@@ -113,7 +113,7 @@ void KvPool::reserve_locked(size_t bytes) {
   const auto need = static_cast<int64_t>(bytes);
   while (used_ + need > budget_) {
     if (evictable_.empty())
-      throw Error("KV pool exhausted: " + std::to_string(bytes) + " more bytes needed but " + mib(used_) + " of the " +
+      throw CapacityError("KV pool exhausted: " + std::to_string(bytes) + " more bytes needed but " + mib(used_) + " of the " +
                   mib(budget_) + " budget hold live sequences (raise --kv-memory, shorten the context, or use a "
                   "smaller --kv-policy)");
     evict_locked(*evictable_.begin()->second);
@@ -125,7 +125,12 @@ KvBlock* KvPool::new_block_locked() {
   reserve_locked(bytes);
   auto owned = std::make_unique<KvBlock>();
   KvBlock* block = owned.get();
-  block->full.assign(bytes, 0);
+  block->groups.resize(static_cast<size_t>(layout_.group_count()));
+  for (int64_t g = 0; g < layout_.group_count(); ++g) {
+    KvGroupRows& rows = block->groups[static_cast<size_t>(g)];
+    rows.full.assign(layout_.group_bytes(g, KvFormat::BF16), 0);
+    rows.window_pins = layout_.group(g).window > 0 ? 1 : 0;
+  }
   add_bytes_locked(KvFormat::BF16, static_cast<int64_t>(bytes));
   block->holders = 1;
   block->full_pins = 1;
@@ -135,23 +140,28 @@ KvBlock* KvPool::new_block_locked() {
 }
 
 KvBlock* KvPool::copy_block_locked(const KvBlock& src) {
+  for (const KvGroupRows& rows : src.groups)
+    if (rows.full.empty()) throw InternalError("KV block copied without its full-precision rows");
   KvBlock* block = new_block_locked();
-  std::copy(src.full.begin(), src.full.end(), block->full.begin());
+  for (size_t g = 0; g < src.groups.size(); ++g)
+    std::copy(src.groups[g].full.begin(), src.groups[g].full.end(), block->groups[g].full.begin());
   return block;
 }
 
 void KvPool::quantize_layer_locked(KvBlock& block, int64_t layer) {
-  if (block.quantized_layers > layer) {
+  const int64_t g = layout_.group_of(layer), index = layout_.index_in_group(layer);
+  KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
+  if (rows.quantized_layers > index) {
     ++requantizations_;  // a caller asked again: refuse, the rows are final
     return;
   }
-  if (block.quantized_layers < layer || !block.format_known || block.format == KvFormat::BF16 || block.full.empty())
-    throw Error("internal: KV block quantized out of order (layer " + std::to_string(layer) + ")");
+  if (rows.quantized_layers < index || !block.format_known || block.format == KvFormat::BF16 || rows.full.empty())
+    throw InternalError("KV block quantized out of order (layer " + std::to_string(layer) + ")");
   const KvFormat format = block.format;
-  if (block.quantized.empty()) {
-    const size_t bytes = layout_.block_bytes(format);
+  if (rows.quantized.empty()) {
+    const size_t bytes = layout_.group_bytes(g, format);
     reserve_locked(bytes);
-    block.quantized.assign(bytes, 0);
+    rows.quantized.assign(bytes, 0);
     add_bytes_locked(format, static_cast<int64_t>(bytes));
   }
   // From the full-precision rows, which are exactly what a bf16 read of the token returns.
@@ -162,25 +172,37 @@ void KvPool::quantize_layer_locked(KvBlock& block, int64_t layer) {
     const size_t src = layout_.keys_offset(KvFormat::BF16, layer, h);
     const size_t dst = layout_.keys_offset(format, layer, h);
     for (int64_t r = 0; r < 2 * kKvBlockTokens; ++r) {  // K rows then V rows, contiguous
-      const uint8_t* in = block.full.data() + src + static_cast<size_t>(r) * full_row;
+      const uint8_t* in = rows.full.data() + src + static_cast<size_t>(r) * full_row;
       for (int64_t i = 0; i < dim; ++i) {
         uint16_t bits;
         std::memcpy(&bits, in + 2 * i, 2);
         values[static_cast<size_t>(i)] = bf16_to_float(bits);
       }
-      encode_row(format, values.data(), dim, rotated(format), block.quantized.data() + dst + static_cast<size_t>(r) * row);
+      encode_row(format, values.data(), dim, rotated(format), rows.quantized.data() + dst + static_cast<size_t>(r) * row);
     }
   }
-  ++block.quantized_layers;
+  ++rows.quantized_layers;
   ++quantizations_;
   drop_full_if_unneeded_locked(block);
 }
 
 void KvPool::drop_full_if_unneeded_locked(KvBlock& block) {
-  if (block.full.empty() || block.full_pins > 0 || !block.format_known || block.format == KvFormat::BF16 ||
-      block.quantized_layers < layout_.layers())
-    return;
-  free_rows_locked(block.full, KvFormat::BF16);
+  if (block.full_pins > 0 || !block.format_known || block.format == KvFormat::BF16) return;
+  for (int64_t g = 0; g < layout_.group_count(); ++g) {
+    KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
+    if (!rows.full.empty() && rows.quantized_layers == static_cast<int64_t>(layout_.group(g).layers.size()))
+      free_rows_locked(rows.full, KvFormat::BF16);
+  }
+}
+
+void KvPool::unpin_window_locked(KvBlock& block, int64_t group) {
+  KvGroupRows& rows = block.groups[static_cast<size_t>(group)];
+  if (--rows.window_pins > 0) return;
+  // No sequence's window reaches the block in this group any more: neither form is read again
+  // (a sequence that needs them would have to reach back, and backs off instead).
+  free_rows_locked(rows.full, KvFormat::BF16);
+  free_rows_locked(rows.quantized, block.format);
+  rows.quantized_layers = 0;
 }
 
 void KvPool::hold_locked(KvBlock& block) {
@@ -225,8 +247,10 @@ void KvPool::evict_locked(KvBlock& block) {
 }
 
 void KvPool::destroy_locked(KvBlock& block) {
-  free_rows_locked(block.full, KvFormat::BF16);
-  free_rows_locked(block.quantized, block.format);
+  for (KvGroupRows& rows : block.groups) {
+    free_rows_locked(rows.full, KvFormat::BF16);
+    free_rows_locked(rows.quantized, block.format);
+  }
   blocks_.erase(&block);
 }
 

@@ -9,6 +9,11 @@
 // computed once, from the full-precision rows, when the block first leaves a window. So chunked and
 // one-shot prefill, a reused prefix and a trimmed and re-extended sequence all give the same bits.
 //
+// Layers are stored in groups (keel/kv/kv_layer_groups.h). A sliding-window group keeps only the
+// blocks that its window still reaches from the sequence's next positions (window_rows_kept_from);
+// rows freed there are never read again by that sequence, and a cached block that lost them is
+// reused only where the new sequence's queries cannot reach them (see open()).
+//
 // Thread-safety: every public member of KvPool and the structural members of KvSequence (open,
 // publish, trim, set_size, destruction) may run on different threads; stats() never blocks for
 // long. Forward passes of different sequences must not overlap (one engine thread runs them in turn).
@@ -35,7 +40,8 @@ class KvPool {
  public:
   // rotate: Walsh-Hadamard rotation for the formats below 8 bits (`--kv-rotate`). max_context caps
   // each sequence's capacity() (0: the model's max_position). Throws keel::Error when the budget
-  // cannot hold one block or the policy quantizes a head_dim that is not a multiple of 32.
+  // cannot hold one block, the policy quantizes a head_dim that is not a multiple of 32, or the
+  // model has layers the pool cannot store (kv_layer_groups(): the message names the layers).
   KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context = 0);
   ~KvPool();
   KvPool(const KvPool&) = delete;
@@ -43,9 +49,11 @@ class KvPool {
 
   // A sequence whose cache already holds the longest cached prefix of `tokens`: whole blocks whose
   // hash chain (token ids, roles-derived formats, policy) matches, at most tokens.size() - 1 tokens
-  // so the last token always runs, minus whatever must be recomputed inside the recent window (a
-  // cached block whose full-precision rows were dropped cannot be read inside a window). Its
-  // size() is the number of reused tokens; the caller appends and prefills tokens[size():].
+  // so the last token always runs, minus whatever must be recomputed because the next query would
+  // read rows that are gone: full-precision rows dropped inside the recent window, or rows of a
+  // sliding-window layer dropped inside that layer's window (then, since every earlier position
+  // needs the rows before it, usually from the start). Its size() is the number of reused tokens;
+  // the caller appends and prefills tokens[size():].
   // roles has one entry per token.
   std::unique_ptr<KvSequence> open(std::span<const int32_t> tokens, std::span<const chat::Role> roles);
 
@@ -63,11 +71,13 @@ class KvPool {
   // Everything below runs with mu_ held.
   KvBlock* new_block_locked();  // private, full-precision rows allocated, held and pinned once
   KvBlock* copy_block_locked(const KvBlock& src);  // a private copy of src's full-precision rows
-  void reserve_locked(size_t bytes);  // evicts least-recently-used cached blocks, or throws
+  void reserve_locked(size_t bytes);  // evicts least-recently-used cached blocks, or throws CapacityError
   void add_bytes_locked(KvFormat format, int64_t delta);
   void free_rows_locked(std::vector<uint8_t>& rows, KvFormat format);
   void quantize_layer_locked(KvBlock& block, int64_t layer);
   void drop_full_if_unneeded_locked(KvBlock& block);
+  void pin_window_locked(KvBlock& block, int64_t group) { ++block.groups[static_cast<size_t>(group)].window_pins; }
+  void unpin_window_locked(KvBlock& block, int64_t group);  // the last pin frees the group's rows
   void hold_locked(KvBlock& block);
   void release_locked(KvBlock& block);
   void settle_locked(KvBlock& block);  // unreferenced: evictable if cached, else freed

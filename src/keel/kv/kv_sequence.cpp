@@ -1,7 +1,6 @@
 #include "keel/kv/kv_sequence.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -14,7 +13,9 @@
 namespace keel::kv {
 
 KvSequence::KvSequence(KvPool& pool)
-    : pool_(pool), quantized_upto_(static_cast<size_t>(pool.layout().layers()), 0) {}
+    : pool_(pool),
+      window_from_(static_cast<size_t>(pool.layout().group_count()), 0),
+      quantized_upto_(static_cast<size_t>(pool.layout().layers()), 0) {}
 
 KvSequence::~KvSequence() {
   std::lock_guard lock(pool_.mu_);
@@ -32,27 +33,29 @@ void KvSequence::append_tokens(std::span<const int32_t> ids, std::span<const cha
 
 void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* v) {
   const KvBlockLayout& layout = pool_.layout();
-  if (layer < 0 || layer >= layout.layers()) throw Error("internal: KV layer " + std::to_string(layer) + " out of range");
-  if (pos < size_) throw Error("internal: KV position " + std::to_string(pos) + " is already complete");
+  if (layer < 0 || layer >= layout.layers()) throw InternalError("KV layer " + std::to_string(layer) + " out of range");
+  if (pos < size_) throw InternalError("KV position " + std::to_string(pos) + " is already complete");
   if (pos >= static_cast<int64_t>(ids_.size()))
     throw Error("KV sequence: position " + std::to_string(pos) +
                 " has no token id and role; call append_tokens() before the forward pass");
   const auto b = static_cast<size_t>(pos / kKvBlockTokens);
-  if (b > blocks_.size()) throw Error("internal: KV positions must be stored in order");
+  if (b > blocks_.size()) throw InternalError("KV positions must be stored in order");
   if (b == blocks_.size()) {
     std::lock_guard lock(pool_.mu_);
     blocks_.push_back(pool_.new_block_locked());
   }
+  const int64_t g = layout.group_of(layer), index = layout.index_in_group(layer);
   KvBlock& block = *blocks_[b];
-  if (block.cached || block.full.empty()) throw Error("internal: KV write into a shared or quantized block");
+  KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
+  if (block.cached || rows.full.empty()) throw InternalError("KV write into a shared or quantized block");
 
-  // Full precision is bf16, rounded to nearest even like the plain cache.
+  // Full precision is bf16, rounded to nearest even.
   const size_t row = layout.row_bytes(KvFormat::BF16);
   const auto r = static_cast<size_t>(pos % kKvBlockTokens);
   const int64_t dim = layout.head_dim();
   for (int64_t h = 0; h < layout.kv_heads(); ++h) {
-    uint8_t* kd = block.full.data() + layout.keys_offset(KvFormat::BF16, layer, h) + r * row;
-    uint8_t* vd = block.full.data() + layout.values_offset(KvFormat::BF16, layer, h) + r * row;
+    uint8_t* kd = rows.full.data() + layout.keys_offset(KvFormat::BF16, layer, h) + r * row;
+    uint8_t* vd = rows.full.data() + layout.values_offset(KvFormat::BF16, layer, h) + r * row;
     for (int64_t i = 0; i < dim; ++i) {
       const uint16_t kb = float_to_bf16(k[h * dim + i]), vb = float_to_bf16(v[h * dim + i]);
       std::memcpy(kd + 2 * i, &kb, 2);
@@ -62,40 +65,59 @@ void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* 
 
   // Blocks that left this position's window are complete in this layer: quantize them now, before
   // any query of this layer runs. Queries at earlier positions of the same pass still find the
-  // full-precision rows, which stay until set_size() ends the pass.
+  // full-precision rows, which stay until set_size() ends the pass. In a sliding layer, a block
+  // before this position's sliding window is read by no query from here on (queries before this
+  // position read it at full precision): it is not quantized, and its rows go at the end of the
+  // pass. So a sliding layer quantizes only when its window is wider than the recent window.
   const int64_t target = std::min<int64_t>(window_start_block(pos, pool_.policy().recent()),
                                            static_cast<int64_t>(blocks_.size()));
   int64_t& done = quantized_upto_[static_cast<size_t>(layer)];
   if (done < target) {
     std::lock_guard lock(pool_.mu_);
+    const int64_t lower = sliding_start_block(pos, layout.group(g).window);
     for (; done < target; ++done) {
       KvBlock& q = *blocks_[static_cast<size_t>(done)];
-      if (final_format_locked(done) != KvFormat::BF16 && q.quantized_layers <= layer) pool_.quantize_layer_locked(q, layer);
+      if (final_format_locked(done) == KvFormat::BF16 || done < lower) continue;
+      if (q.groups[static_cast<size_t>(g)].quantized_layers <= index) pool_.quantize_layer_locked(q, layer);
     }
   }
 }
 
-void KvSequence::attend(int64_t layer, int64_t head, const float* q, int64_t n_pos, float* /*scratch*/,
-                        float* out) const {
+void KvSequence::attend(int64_t layer, int64_t kv_head, const float* q, int64_t n_pos,
+                        const ops::AttentionParams& params, float* /*scratch*/, float* out) const {
   const KvBlockLayout& layout = pool_.layout();
-  const ModelSpec& spec = pool_.spec();
-  const int64_t kv_head = head / (spec.num_heads / spec.num_kv_heads);  // grouped-query attention
-  const int64_t window = window_start_block(n_pos - 1, pool_.policy().recent());
+  if (layer < 0 || layer >= layout.layers() || kv_head < 0 || kv_head >= layout.kv_heads())
+    throw InternalError("KV attention at layer " + std::to_string(layer) + ", KV head " + std::to_string(kv_head) +
+                        " is out of range");
+  const int64_t g = layout.group_of(layer), index = layout.index_in_group(layer);
+  const KvLayerGroup& group = layout.group(g);
+  if (group.window > 0 && (params.window <= 0 || params.window > group.window))
+    throw InternalError("KV layer " + std::to_string(layer) + " keeps only its sliding window of " +
+                        std::to_string(group.window) + " positions, but attention asked for " +
+                        (params.window > 0 ? "a window of " + std::to_string(params.window) : "every position"));
+  // Blocks before the query's sliding window are not passed at all (a sliding group may have freed
+  // them); attend_spans skips the rows of the first block that fall before the window.
+  const int64_t first = sliding_start_block(n_pos - 1, params.window);
+  const int64_t full_from = window_start_block(n_pos - 1, pool_.policy().recent());
   const int64_t n_blocks = blocks_for_tokens(n_pos);
-  if (n_blocks > static_cast<int64_t>(blocks_.size())) throw Error("internal: KV attention beyond the stored positions");
+  if (n_blocks > static_cast<int64_t>(blocks_.size())) throw InternalError("KV attention beyond the stored positions");
   thread_local std::vector<KvSpan> spans;  // attention runs per (token, head): keep the allocation
   spans.clear();
-  for (int64_t b = 0; b < n_blocks; ++b) {
+  for (int64_t b = first; b < n_blocks; ++b) {
     const KvBlock& block = *blocks_[static_cast<size_t>(b)];
-    const bool quantized = b < window && block.format != KvFormat::BF16;
+    const KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
+    const bool quantized = b < full_from && block.format != KvFormat::BF16;
+    if (quantized ? rows.quantized_layers <= index : rows.full.empty())
+      throw InternalError("KV rows of layer " + std::to_string(layer) + " at positions " +
+                          std::to_string(b * kKvBlockTokens) + ".." + std::to_string(b * kKvBlockTokens + 15) +
+                          " are gone but the query at " + std::to_string(n_pos - 1) + " reads them");
     const KvFormat format = quantized ? block.format : KvFormat::BF16;
-    const uint8_t* rows = quantized ? block.quantized.data() : block.full.data();
-    spans.push_back(KvSpan{format, quantized && pool_.rotated(format), rows + layout.keys_offset(format, layer, kv_head),
-                           rows + layout.values_offset(format, layer, kv_head),
+    const uint8_t* data = quantized ? rows.quantized.data() : rows.full.data();
+    spans.push_back(KvSpan{format, quantized && pool_.rotated(format), data + layout.keys_offset(format, layer, kv_head),
+                           data + layout.values_offset(format, layer, kv_head),
                            std::min(kKvBlockTokens, n_pos - b * kKvBlockTokens), layout.row_bytes(format)});
   }
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(layout.head_dim())));
-  attend_spans(q, layout.head_dim(), scale, spans, out);
+  attend_spans(q, layout.head_dim(), params, spans, first * kKvBlockTokens, out);
 }
 
 void KvSequence::set_size(int64_t n) {
@@ -103,7 +125,7 @@ void KvSequence::set_size(int64_t n) {
   std::lock_guard lock(pool_.mu_);
   if (n > size_) {
     if (n > static_cast<int64_t>(ids_.size()) || blocks_for_tokens(n) > static_cast<int64_t>(blocks_.size()))
-      throw Error("internal: KV size set beyond the stored positions");
+      throw InternalError("KV size set beyond the stored positions");
     size_ = n;
     // The pass quantized, in every layer, each block out of the window of its last position. The
     // full-precision rows of those a branch inside the recent window could still need stay; the
@@ -112,13 +134,25 @@ void KvSequence::set_size(int64_t n) {
         std::min(static_cast<size_t>(full_rows_kept_from(n, pool_.policy().recent())), blocks_.size());
     for (size_t i = pinned_from_; i < unpin_to; ++i) pool_.unpin_locked(*blocks_[i]);
     pinned_from_ = std::max(pinned_from_, unpin_to);
+    // Sliding groups let go of the blocks their window no longer reaches; the rows go with the
+    // last sequence that held them there.
+    const KvBlockLayout& layout = pool_.layout();
+    for (int64_t g = 0; g < layout.group_count(); ++g) {
+      const int64_t window = layout.group(g).window;
+      if (window == 0) continue;
+      size_t& from = window_from_[static_cast<size_t>(g)];
+      const auto to = std::min(static_cast<size_t>(window_rows_kept_from(n, window)), blocks_.size());
+      for (size_t i = from; i < to; ++i) pool_.unpin_window_locked(*blocks_[i], g);
+      from = std::max(from, to);
+    }
     return;
   }
   const int64_t m = longest_exact_prefix_locked(n);
   if (m != n)
-    throw Error("the KV cache cannot be cut back to " + std::to_string(n) + " tokens exactly: blocks before " +
-                std::to_string(n) + " keep only their quantized rows, so the sequence must be recomputed from " +
-                std::to_string(m) + " (KvSequence::trim)");
+    throw Error("the KV cache cannot be cut back to " + std::to_string(n) + " tokens exactly: rows that positions from " +
+                std::to_string(n) + " on read are gone (quantized-only blocks inside the recent window, or a "
+                "sliding-window layer's rows), so the sequence must be recomputed from " + std::to_string(m) +
+                " (KvSequence::trim)");
   cut_locked(n);
 }
 
@@ -135,17 +169,32 @@ int64_t KvSequence::trim(int64_t n) {
 }
 
 int64_t KvSequence::longest_exact_prefix_locked(int64_t n) const {
-  // The next query runs at position m. Every kept block it reads at full precision (inside its
-  // window, or the partly kept last block that will be written) must still have those rows.
+  // The next query runs at position m. Every kept block it reads must still have the rows it reads
+  // there: full precision inside its recent window and in the partly kept last block (written
+  // again), either form elsewhere; in a sliding group only the blocks its window reaches.
+  const KvBlockLayout& layout = pool_.layout();
   int64_t m = std::min(n, static_cast<int64_t>(blocks_.size()) * kKvBlockTokens);
   while (m > 0) {
     const int64_t kept = blocks_for_tokens(m);
     const int64_t full_from = std::min(window_start_block(m, pool_.policy().recent()), m / kKvBlockTokens);
     int64_t missing = -1;
-    for (int64_t b = kept - 1; b >= full_from; --b) {
-      if (blocks_[static_cast<size_t>(b)]->full.empty()) {
-        missing = b;
-        break;
+    for (int64_t g = 0; g < layout.group_count(); ++g) {
+      const KvLayerGroup& group = layout.group(g);
+      const auto group_layers = static_cast<int64_t>(group.layers.size());
+      const int64_t read_from = sliding_start_block(m, group.window);
+      const int64_t full_needed_from = std::max(full_from, read_from);
+      // A group without a window never lacks the quantized rows below its recent window: its
+      // full-precision rows go only once every layer of the group is quantized.
+      const int64_t scan_from = group.window > 0 ? read_from : full_needed_from;
+      for (int64_t b = kept - 1; b > missing && b >= scan_from; --b) {
+        const KvBlock& block = *blocks_[static_cast<size_t>(b)];
+        const KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
+        const bool quantized_readable = b < full_needed_from && block.format_known &&
+                                        block.format != KvFormat::BF16 && rows.quantized_layers == group_layers;
+        if (rows.full.empty() && !quantized_readable) {
+          missing = b;
+          break;
+        }
       }
     }
     if (missing < 0) return m;
@@ -155,30 +204,47 @@ int64_t KvSequence::longest_exact_prefix_locked(int64_t n) const {
 }
 
 void KvSequence::cut_locked(int64_t m) {
+  const KvBlockLayout& layout = pool_.layout();
   const auto kept = static_cast<size_t>(blocks_for_tokens(m));
   const bool partial = m % kKvBlockTokens != 0;
   // A partly kept block is written again: it must be private. Copy first (this may throw when the
   // pool is exhausted, before anything changed).
   KvBlock* copy = partial && blocks_[kept - 1]->cached ? pool_.copy_block_locked(*blocks_[kept - 1]) : nullptr;
 
-  // Pin what a sequence of m tokens keeps at full precision before unpinning anything, so no row
-  // still needed is dropped in between.
+  // Pin what a sequence of m tokens keeps (full-precision rows, sliding windows) before unpinning
+  // anything, so no row still needed is dropped in between.
   const auto full_from =
       static_cast<size_t>(std::min(full_rows_kept_from(m, pool_.policy().recent()), m / kKvBlockTokens));
   for (size_t i = full_from; i < std::min(pinned_from_, kept); ++i) ++blocks_[i]->full_pins;
   const size_t new_pinned_from = std::min(pinned_from_, full_from);
+  std::vector<size_t> new_window_from = window_from_;
+  for (int64_t g = 0; g < layout.group_count(); ++g) {
+    const int64_t window = layout.group(g).window;
+    if (window == 0) continue;
+    const auto from = static_cast<size_t>(window_rows_kept_from(m, window));
+    const size_t old_from = window_from_[static_cast<size_t>(g)];
+    for (size_t i = from; i < std::min(old_from, kept); ++i) pool_.pin_window_locked(*blocks_[i], g);
+    new_window_from[static_cast<size_t>(g)] = std::min(old_from, from);
+  }
   release_from_locked(kept);
   pinned_from_ = new_pinned_from;
+  window_from_ = std::move(new_window_from);
 
   if (copy != nullptr) {
+    // The shared block keeps its rows for whoever else reads them; the copy (pinned in full) takes
+    // over this sequence's pins.
     KvBlock* shared = blocks_[kept - 1];
     --shared->full_pins;
+    for (int64_t g = 0; g < layout.group_count(); ++g)
+      if (layout.group(g).window > 0) --shared->groups[static_cast<size_t>(g)].window_pins;
     pool_.release_locked(*shared);
     blocks_[kept - 1] = copy;
   } else if (partial) {
     KvBlock& last = *blocks_[kept - 1];  // private: forget a quantization made when it was complete
-    pool_.free_rows_locked(last.quantized, last.format);
-    last.quantized_layers = 0;
+    for (KvGroupRows& rows : last.groups) {
+      pool_.free_rows_locked(rows.quantized, last.format);
+      rows.quantized_layers = 0;
+    }
     last.format_known = false;
     last.format = KvFormat::BF16;
   }
@@ -189,13 +255,19 @@ void KvSequence::cut_locked(int64_t m) {
 }
 
 void KvSequence::release_from_locked(size_t first_block) {
+  const KvBlockLayout& layout = pool_.layout();
   for (size_t i = blocks_.size(); i-- > first_block;) {
     // No rows are dropped here: a released tail keeps what it had, for a branch that comes back.
-    if (i >= pinned_from_) --blocks_[i]->full_pins;
-    pool_.release_locked(*blocks_[i]);
+    KvBlock& block = *blocks_[i];
+    if (i >= pinned_from_) --block.full_pins;
+    for (int64_t g = 0; g < layout.group_count(); ++g)
+      if (layout.group(g).window > 0 && i >= window_from_[static_cast<size_t>(g)])
+        --block.groups[static_cast<size_t>(g)].window_pins;
+    pool_.release_locked(block);
   }
   blocks_.resize(std::min(first_block, blocks_.size()));
   pinned_from_ = std::min(pinned_from_, blocks_.size());
+  for (size_t& from : window_from_) from = std::min(from, blocks_.size());
 }
 
 KvFormat KvSequence::final_format_locked(int64_t block) {
@@ -210,6 +282,7 @@ KvFormat KvSequence::final_format_locked(int64_t block) {
 
 void KvSequence::publish() {
   std::lock_guard lock(pool_.mu_);
+  const KvBlockLayout& layout = pool_.layout();
   const auto complete = static_cast<size_t>(size_ / kKvBlockTokens);
   KvBlock* parent = nullptr;
   for (size_t i = 0; i < complete; ++i) {
@@ -223,14 +296,23 @@ void KvSequence::publish() {
         pool_.insert_cached_locked(*block, hash, parent, ids);
       } else {
         // The same content was cached meanwhile (or recomputed inside a window): the rows are
-        // bit-identical, so keep the cached block and give it whatever rows it lacks.
+        // bit-identical, so keep the cached block, give it whatever rows it lacks, and move this
+        // sequence's pins over to it.
         const bool pinned = i >= pinned_from_;
         pool_.hold_locked(*existing);
         if (pinned) ++existing->full_pins;
-        if (existing->full.empty()) existing->full.swap(block->full);
-        if (block->quantized_layers > existing->quantized_layers) {
-          existing->quantized.swap(block->quantized);
-          std::swap(existing->quantized_layers, block->quantized_layers);
+        for (int64_t g = 0; g < layout.group_count(); ++g) {
+          KvGroupRows& have = existing->groups[static_cast<size_t>(g)];
+          KvGroupRows& mine = block->groups[static_cast<size_t>(g)];
+          if (layout.group(g).window > 0 && i >= window_from_[static_cast<size_t>(g)]) {
+            ++have.window_pins;
+            --mine.window_pins;
+          }
+          if (have.full.empty()) have.full.swap(mine.full);
+          if (mine.quantized_layers > have.quantized_layers) {
+            have.quantized.swap(mine.quantized);
+            std::swap(have.quantized_layers, mine.quantized_layers);
+          }
         }
         if (pinned) --block->full_pins;
         pool_.release_locked(*block);  // private: frees the rows it still has

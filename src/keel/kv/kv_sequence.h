@@ -5,6 +5,9 @@
 // Protocol: before each forward pass, append_tokens() the ids and roles of the tokens it will run
 // (the prompt after size(), then each generated token with chat::Role::assistant). When the request
 // ends, publish() offers its complete blocks to the prefix cache; destruction releases them.
+//
+// Threads: see kv_pool.h. store() and set_size() run on the thread driving the forward pass;
+// attend() on its workers concurrently (it only reads); the pool's mutex guards the blocks.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -25,10 +28,13 @@ class KvSequence final : public KvCache {
 
   int64_t capacity() const override;
   int64_t size() const override { return size_; }
-  // Throws keel::Error("KV pool exhausted: ...") when a new block finds neither free nor evictable
-  // room, and when the token at `pos` was not appended first.
+  // Throws keel::CapacityError("KV pool exhausted: ...") when a new block finds neither free nor
+  // evictable room, and keel::Error when the token at `pos` was not appended first.
   void store(int64_t layer, int64_t pos, const float* k, const float* v) override;
-  void attend(int64_t layer, int64_t head, const float* q, int64_t n_pos, float* scratch, float* out) const override;
+  // A sliding-window layer keeps only its window: params.window must be set and no wider than the
+  // layer's (keel::InternalError otherwise); a narrower window just reads fewer rows.
+  void attend(int64_t layer, int64_t kv_head, const float* q, int64_t n_pos, const ops::AttentionParams& params,
+              float* scratch, float* out) const override;
   // Growing: marks positions complete after a forward pass. n == size(): forgets appended tokens
   // that were not run (after a failed pass). Shrinking: like trim(n), but throws keel::Error (and
   // changes nothing) when n cannot be kept exactly.
@@ -38,7 +44,9 @@ class KvSequence final : public KvCache {
   void append_tokens(std::span<const int32_t> ids, std::span<const chat::Role> roles);
   // Drops everything from position n on and returns the new size(), which is n or less: a block
   // that left the window keeps only its quantized rows, so a cut inside the recent window that
-  // would need them at full precision goes back further. The caller appends and runs the tokens
+  // would need them at full precision goes back further; a sliding-window layer keeps only the
+  // blocks its window reaches from the last block on, so a cut further back than that window goes
+  // back to where its rows still are (usually the start). The caller appends and runs the tokens
   // from size() on again.
   int64_t trim(int64_t n);
   // Offers the complete blocks to the prefix cache. Blocks stay cached after the sequence is gone
@@ -65,7 +73,9 @@ class KvSequence final : public KvCache {
   std::vector<KvBlock*> blocks_;  // each holds one reference
   int64_t size_ = 0;
   size_t pinned_from_ = 0;  // blocks_[pinned_from_:] hold a full-precision pin from this sequence
-  std::vector<int64_t> quantized_upto_;  // per layer: blocks below are quantized (or bf16)
+  std::vector<size_t> window_from_;  // per layer group: blocks_[window_from_[g]:] hold a window pin
+                                     // (sliding groups only; 0 for the others)
+  std::vector<int64_t> quantized_upto_;  // per layer: blocks below were considered for quantizing
 };
 
 }  // namespace keel::kv

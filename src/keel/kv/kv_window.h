@@ -6,7 +6,16 @@
 // b's tokens is among the last `recent` positions of [0, p], or when b is not yet complete (its
 // format is not final until all of its tokens are known). Every other block is read from its
 // quantized form. This is a pure function of (b, p, recent), which is what makes cache reuse exact.
+//
+// Sliding-window layers add a second, independent window: a query at p reads only positions
+// [ops::first_attended_position(p, window), p] (keel/ops/attention_params.h), so blocks wholly
+// before that are never read again by the sequence, and the pool frees their rows in those layers.
+//
+// Pure functions: any thread.
+#include <algorithm>
 #include <cstdint>
+
+#include "keel/ops/attention_params.h"
 
 namespace keel::kv {
 
@@ -26,6 +35,21 @@ constexpr int64_t window_start_block(int64_t p, int64_t recent) {
 constexpr int64_t full_rows_kept_from(int64_t n, int64_t recent) { return window_start_block(n - 1 - recent, recent); }
 
 constexpr int64_t blocks_for_tokens(int64_t tokens) { return (tokens + kKvBlockTokens - 1) / kKvBlockTokens; }
+
+// The first block a query at position p reads in a layer with this sliding window (0: no window,
+// every block).
+inline int64_t sliding_start_block(int64_t p, int64_t window) {
+  return ops::first_attended_position(p, window) / kKvBlockTokens;
+}
+
+// The first block a sequence of n tokens keeps in a sliding layer: every block that a query at
+// n - kKvBlockTokens or later reads. One block more than the next query needs, so that the next
+// turn of a conversation, which the prefix cache resumes at the last complete block boundary (up to
+// 15 tokens back), and a retry of the last token still find their rows. A branch further back than
+// that needs rows that are gone and recomputes (see KvSequence::trim).
+inline int64_t window_rows_kept_from(int64_t n, int64_t window) {
+  return sliding_start_block(std::max<int64_t>(n - kKvBlockTokens, 0), window);
+}
 
 // Block 1 covers positions 16..31; with recent = 256 the query at 287 still sees position 32 at full
 // precision, so blocks 0 and 1 are out of its window.

@@ -1,18 +1,18 @@
 #include "keel/model/model_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "keel/model/config_view.h"
 #include "keel/util/error.h"
 
 namespace keel {
 namespace {
 
 using nlohmann::json;
-
-const char* const kSupportedTypes[] = {"llama", "mistral", "qwen2", "qwen3"};
 
 json read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -22,39 +22,6 @@ json read_json_file(const std::filesystem::path& path) {
   return j;
 }
 
-class ConfigReader {
- public:
-  ConfigReader(const json& j, const std::string& label) : j_(j), label_(label) {}
-
-  int64_t positive_int(const char* key) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) throw Error(label_ + ": missing key '" + key + "'");
-    if (!it->is_number_integer() || it->get<int64_t>() <= 0)
-      throw Error(label_ + ": key '" + key + "' must be a positive integer, got " + it->dump());
-    return it->get<int64_t>();
-  }
-  int64_t positive_int_or(const char* key, int64_t fallback) const {
-    auto it = j_.find(key);
-    return (it == j_.end() || it->is_null()) ? fallback : positive_int(key);
-  }
-  double number_or(const char* key, double fallback) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return fallback;
-    if (!it->is_number()) throw Error(label_ + ": key '" + key + "' must be a number, got " + it->dump());
-    return it->get<double>();
-  }
-  bool bool_or(const char* key, bool fallback) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return fallback;
-    if (!it->is_boolean()) throw Error(label_ + ": key '" + key + "' must be true or false");
-    return it->get<bool>();
-  }
-
- private:
-  const json& j_;
-  const std::string& label_;
-};
-
 void add_ids(const json& value, std::vector<int32_t>& out) {
   if (value.is_number_integer()) out.push_back(value.get<int32_t>());
   if (value.is_array())
@@ -62,77 +29,234 @@ void add_ids(const json& value, std::vector<int32_t>& out) {
       if (v.is_number_integer()) out.push_back(v.get<int32_t>());
 }
 
-RopeScaling parse_rope_scaling(const json& j, const std::string& label) {
+int64_t positive_or(const ConfigView& c, std::string_view key, int64_t fallback) {
+  auto v = c.optional_int(key);
+  if (!v) return fallback;
+  if (*v <= 0) c.fail(key, "must be positive, got " + std::to_string(*v));
+  return *v;
+}
+
+// Decides the attention kind of each layer from whichever key the config family uses.
+std::vector<AttentionKind> read_layer_kinds(const ConfigView& c, int64_t num_layers, std::string& source) {
+  std::vector<AttentionKind> kinds(static_cast<size_t>(num_layers), AttentionKind::Full);
+  const bool mla = c.has("kv_lora_rank");
+  const AttentionKind full = mla ? AttentionKind::Mla : AttentionKind::Full;
+  for (auto& k : kinds) k = full;
+
+  if (const json* types = c.find("layer_types")) {
+    if (!types->is_array()) c.fail("layer_types", "must be a list of layer kinds");
+    if (static_cast<int64_t>(types->size()) != num_layers)
+      c.fail("layer_types", "has " + std::to_string(types->size()) + " entries but num_hidden_layers is " +
+                                std::to_string(num_layers));
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      const std::string name = t.is_string() ? t.get<std::string>() : t.dump();
+      if (name == "full_attention") {
+        kinds[i] = full;
+      } else if (name == "sliding_attention") {
+        kinds[i] = AttentionKind::Sliding;
+      } else if (name == "linear_attention") {
+        kinds[i] = AttentionKind::Linear;
+      } else {
+        c.fail("layer_types", "entry " + std::to_string(i) + " is '" + name +
+                                  "', a layer kind keel does not know (known: full_attention, "
+                                  "sliding_attention, linear_attention)");
+      }
+    }
+    source = "layer_types";
+    return kinds;
+  }
+
+  if (auto interval = c.optional_int("full_attention_interval")) {
+    if (*interval <= 0) c.fail("full_attention_interval", "must be positive");
+    for (int64_t i = 0; i < num_layers; ++i)
+      kinds[static_cast<size_t>(i)] = (i + 1) % *interval == 0 ? full : AttentionKind::Linear;
+    source = "full_attention_interval = " + std::to_string(*interval);
+    return kinds;
+  }
+
+  // Qwen2-family configs carry a sliding_window value that is switched off by use_sliding_window.
+  const bool sliding_on = c.has("sliding_window") && c.optional_bool("use_sliding_window").value_or(true);
+  if (!sliding_on) {
+    source = "no sliding window or layer_types in config.json";
+    return kinds;
+  }
+  const std::string model_type = c.optional_string("model_type").value_or("");
+  if (auto pattern = c.optional_int("sliding_window_pattern")) {
+    if (*pattern <= 0) c.fail("sliding_window_pattern", "must be positive");
+    for (int64_t i = 0; i < num_layers; ++i)
+      kinds[static_cast<size_t>(i)] = (i + 1) % *pattern == 0 ? full : AttentionKind::Sliding;
+    source = "sliding_window_pattern = " + std::to_string(*pattern);
+  } else if (model_type == "gemma2") {
+    for (int64_t i = 0; i < num_layers; ++i)
+      kinds[static_cast<size_t>(i)] = i % 2 == 0 ? AttentionKind::Sliding : full;
+    source = "gemma2: even layers sliding";
+  } else if (auto full_layers = c.optional_int("max_window_layers"); full_layers && model_type.rfind("qwen", 0) == 0) {
+    for (int64_t i = *full_layers; i < num_layers; ++i) kinds[static_cast<size_t>(i)] = AttentionKind::Sliding;
+    source = "use_sliding_window: layers from max_window_layers = " + std::to_string(*full_layers) + " on";
+  } else {
+    for (auto& k : kinds) k = AttentionKind::Sliding;
+    source = "sliding_window on every layer";
+  }
+  return kinds;
+}
+
+RopeScaling read_rope_scaling(const ConfigView& c) {
   RopeScaling rs;
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return rs;
-  if (!it->is_object()) throw Error(label + ": rope_scaling must be an object or null");
-  std::string type = it->value("rope_type", it->value("type", ""));
+  const json* j = c.find("rope_scaling");
+  if (!j) return rs;
+  if (!j->is_object()) c.fail("rope_scaling", "must be an object or null");
+  const std::string type = j->value("rope_type", j->value("type", ""));
   if (type == "default" || type.empty()) return rs;
-  if (type != "llama3")
-    throw Error(label + ": rope_scaling type '" + type + "' is not supported yet (supported: llama3)");
-  ConfigReader r(*it, label);
-  rs.kind = RopeScaling::Kind::Llama3;
-  rs.factor = r.number_or("factor", 8.0);
-  rs.low_freq_factor = r.number_or("low_freq_factor", 1.0);
-  rs.high_freq_factor = r.number_or("high_freq_factor", 4.0);
-  rs.original_max_position = r.positive_int_or("original_max_position_embeddings", 8192);
-  if (rs.factor <= 0 || rs.high_freq_factor <= rs.low_freq_factor)
-    throw Error(label + ": rope_scaling needs factor > 0 and high_freq_factor > low_freq_factor");
+  ConfigView block(*j, c.label() + " rope_scaling");
+  rs.factor = block.optional_number("factor").value_or(1.0);
+  if (rs.factor <= 0) c.fail("rope_scaling", "needs factor > 0");
+  if (type == "linear") {
+    rs.kind = RopeScaling::Kind::Linear;
+  } else if (type == "llama3") {
+    rs.kind = RopeScaling::Kind::Llama3;
+    rs.low_freq_factor = block.optional_number("low_freq_factor").value_or(1.0);
+    rs.high_freq_factor = block.optional_number("high_freq_factor").value_or(4.0);
+    rs.original_max_position = positive_or(block, "original_max_position_embeddings", 8192);
+    if (rs.high_freq_factor <= rs.low_freq_factor)
+      c.fail("rope_scaling", "needs high_freq_factor > low_freq_factor");
+  } else {
+    rs.kind = RopeScaling::Kind::Unsupported;
+    rs.unsupported_type = type;
+  }
   return rs;
+}
+
+// Attention shape of one layer. Gemma 4: the global (full-attention) layers have their own head
+// size, and with attention_k_eq_v their own KV head count.
+void read_attention_shape(const ConfigView& c, const ModelSpec& s, LayerSpec& l) {
+  l.num_heads = s.num_heads;
+  l.num_kv_heads = s.num_kv_heads;
+  l.head_dim = s.head_dim;
+  if (l.attention == AttentionKind::Full) {
+    if (auto ghd = c.optional_int("global_head_dim")) l.head_dim = *ghd;
+    if (c.optional_bool("attention_k_eq_v").value_or(false))
+      if (auto gkv = c.optional_int("num_global_key_value_heads")) l.num_kv_heads = *gkv;
+  }
+  if (l.num_kv_heads <= 0) c.fail("num_key_value_heads", "must be positive");
+  if (l.head_dim <= 0) c.fail("head_dim", "must be positive");
+  if (l.num_heads % l.num_kv_heads != 0)
+    c.fail("num_key_value_heads", "must divide num_attention_heads (" + std::to_string(l.num_heads) + ")");
+  if (l.attention == AttentionKind::Sliding)
+    l.window = c.require_int("sliding_window", "needed for the sliding-window layers");
+  if (l.attention == AttentionKind::Mla) {
+    constexpr std::string_view why = "needed for the MLA KV size";
+    MlaDims m;
+    m.kv_lora_rank = c.require_int("kv_lora_rank", why);
+    m.qk_rope_head_dim = c.require_int("qk_rope_head_dim", why);
+    m.qk_nope_head_dim = c.optional_int("qk_nope_head_dim").value_or(0);
+    if (c.has("index_topk")) m.index_head_dim = c.require_int("index_head_dim", "needed for the sparse-attention indexer keys");
+    l.mla = m;
+  }
+  if (l.attention == AttentionKind::Linear) {
+    constexpr std::string_view why = "needed for the linear-attention state of a hybrid model";
+    LinearAttentionDims d;
+    d.value_heads = c.require_int("linear_num_value_heads", why);
+    d.key_heads = c.require_int("linear_num_key_heads", why);
+    d.key_head_dim = c.require_int("linear_key_head_dim", why);
+    d.value_head_dim = c.require_int("linear_value_head_dim", why);
+    d.conv_kernel = c.require_int("linear_conv_kernel_dim", why);
+    l.linear = d;
+  }
+}
+
+// Qwen-style MoE (num_experts, decoder_sparse_step, mlp_only_layers), gpt-oss style
+// (num_local_experts on every layer) and DeepSeek style (n_routed_experts after
+// first_k_dense_replace dense layers, n_shared_experts).
+std::optional<MoeSpec> read_moe(const ConfigView& c, int64_t layer) {
+  std::optional<int64_t> experts;
+  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})
+    if (!experts) experts = c.optional_int(key);
+  if (!experts || *experts <= 0) return std::nullopt;
+  if (layer < c.optional_int("first_k_dense_replace").value_or(0)) return std::nullopt;
+  if (const json* dense = c.find("mlp_only_layers"); dense && dense->is_array())
+    for (const json& d : *dense)
+      if (d.is_number_integer() && d.get<int64_t>() == layer) return std::nullopt;
+  const int64_t step = positive_or(c, "decoder_sparse_step", 1);
+  if ((layer + 1) % step != 0) return std::nullopt;
+  MoeSpec m;
+  m.experts = *experts;
+  for (const char* key : {"num_experts_per_tok", "experts_per_token", "top_k_experts"})
+    if (!m.experts_per_token) m.experts_per_token = c.optional_int(key).value_or(0);
+  if (m.experts_per_token <= 0) c.fail("num_experts_per_tok", "must be a positive number of experts per token");
+  m.expert_ffn_dim = c.optional_int("moe_intermediate_size").value_or(c.optional_int("intermediate_size").value_or(0));
+  m.shared_expert_ffn_dim = c.optional_int("shared_expert_intermediate_size").value_or(0);
+  if (auto n_shared = c.optional_int("n_shared_experts")) m.shared_expert_ffn_dim = *n_shared * m.expert_ffn_dim;
+  m.norm_topk_prob = c.optional_bool("norm_topk_prob").value_or(false);
+  return m;
 }
 
 }  // namespace
 
-ModelSpec parse_model_spec(const json& j, const std::string& label) {
-  if (!j.is_object()) throw Error(label + ": not a JSON object");
-  ModelSpec s;
-  auto mt = j.find("model_type");
-  if (mt == j.end() || !mt->is_string()) throw Error(label + ": missing key 'model_type'");
-  s.model_type = mt->get<std::string>();
-  if (std::find(std::begin(kSupportedTypes), std::end(kSupportedTypes), s.model_type) == std::end(kSupportedTypes))
-    throw Error(label + ": model_type '" + s.model_type +
-                "' is not supported (supported: llama, mistral, qwen2, qwen3)");
-
-  ConfigReader r(j, label);
-  s.hidden_size = r.positive_int("hidden_size");
-  s.intermediate_size = r.positive_int("intermediate_size");
-  s.num_layers = r.positive_int("num_hidden_layers");
-  s.num_heads = r.positive_int("num_attention_heads");
-  s.num_kv_heads = r.positive_int_or("num_key_value_heads", s.num_heads);
-  s.vocab_size = r.positive_int("vocab_size");
-  s.max_position = r.positive_int_or("max_position_embeddings", 4096);
-  s.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
-  s.rope_theta = r.number_or("rope_theta", 10000.0);
-  s.tie_word_embeddings = r.bool_or("tie_word_embeddings", false);
-  s.qk_norm = s.model_type == "qwen3";
-  if (s.hidden_size % s.num_heads != 0 && !j.contains("head_dim"))
-    throw Error(label + ": hidden_size is not divisible by num_attention_heads and head_dim is missing");
-  s.head_dim = r.positive_int_or("head_dim", s.hidden_size / s.num_heads);
-  if (s.head_dim % 2 != 0) throw Error(label + ": head_dim must be even for rotary embeddings");
-  if (s.num_heads % s.num_kv_heads != 0)
-    throw Error(label + ": num_attention_heads must be a multiple of num_key_value_heads");
-  s.rope_scaling = parse_rope_scaling(j, label);
-
-  if (auto q = j.find("quantization"); q != j.end() && !q->is_null()) {
-    if (!q->is_object()) throw Error(label + ": quantization must be an object");
-    ConfigReader qr(*q, label + " quantization");
-    MlxQuantization mq{static_cast<int>(qr.positive_int("bits")), static_cast<int>(qr.positive_int("group_size"))};
-    if (mq.bits != 4 && mq.bits != 8)
-      throw Error(label + ": quantization bits " + std::to_string(mq.bits) + " is not supported (4 or 8)");
-    if (mq.group_size != 32 && mq.group_size != 64 && mq.group_size != 128)
-      throw Error(label + ": quantization group_size " + std::to_string(mq.group_size) +
-                  " is not supported (32, 64 or 128)");
-    s.quantization = mq;
+const char* attention_kind_name(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::Full: return "full attention";
+    case AttentionKind::Sliding: return "sliding window";
+    case AttentionKind::Mla: return "MLA";
+    case AttentionKind::Linear: return "linear attention";
+    case AttentionKind::SharedKv: return "shared KV";
   }
-
-  if (auto e = j.find("eos_token_id"); e != j.end()) add_ids(*e, s.eos_token_ids);
-  if (auto b = j.find("bos_token_id"); b != j.end() && b->is_number_integer()) s.bos_token_id = b->get<int32_t>();
-  return s;
+  return "?";
 }
 
-ModelSpec read_model_spec(const std::filesystem::path& config_json) {
-  return parse_model_spec(read_json_file(config_json), config_json.string());
+ModelSpec read_model_spec(const ConfigView& c) {
+  constexpr std::string_view why = "needed to describe the model";
+  ModelSpec s;
+  auto mt = c.optional_string("model_type");
+  if (!mt) throw Error(c.label() + ": missing key 'model_type'");
+  s.model_type = *mt;
+  s.hidden_size = c.require_int("hidden_size", why);
+  s.num_layers = c.require_int("num_hidden_layers", why);
+  s.vocab_size = c.require_int("vocab_size", why);
+  s.num_heads = c.require_int("num_attention_heads", why);
+  s.num_kv_heads = positive_or(c, "num_key_value_heads", s.num_heads);
+  if (!c.has("head_dim") && s.hidden_size % s.num_heads != 0)
+    c.fail("hidden_size", "is not a multiple of num_attention_heads and no head_dim is given");
+  s.head_dim = positive_or(c, "head_dim", s.hidden_size / s.num_heads);
+  s.intermediate_size = positive_or(c, "intermediate_size", 0);
+  s.max_position = positive_or(c, "max_position_embeddings", 4096);
+  s.norm_eps = c.optional_number("rms_norm_eps").value_or(1e-6);
+  s.final_softcap = c.optional_number("final_logit_softcapping").value_or(0.0);
+  s.tie_word_embeddings = c.optional_bool("tie_word_embeddings").value_or(false);
+
+  RopeSpec rope{c.optional_number("rope_theta").value_or(10000.0), read_rope_scaling(c)};
+  const double softcap = c.optional_number("attn_logit_softcapping").value_or(0.0);
+  const bool attention_bias = c.optional_bool("attention_bias").value_or(false);
+  std::vector<AttentionKind> kinds = read_layer_kinds(c, s.num_layers, s.layer_pattern_source);
+  // Gemma 3n/4: the last num_kv_shared_layers layers attend over an earlier layer's cache.
+  if (auto shared = c.optional_int("num_kv_shared_layers"); shared && *shared > 0) {
+    if (*shared > s.num_layers) c.fail("num_kv_shared_layers", "is larger than num_hidden_layers");
+    for (int64_t i = s.num_layers - *shared; i < s.num_layers; ++i) kinds[static_cast<size_t>(i)] = AttentionKind::SharedKv;
+  }
+
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    LayerSpec l;
+    l.attention = kinds[static_cast<size_t>(i)];
+    read_attention_shape(c, s, l);
+    l.rope = rope;
+    l.attention_scale = 1.0 / std::sqrt(static_cast<double>(l.head_dim));
+    l.attention_softcap = softcap;
+    l.qkv_bias = l.o_bias = attention_bias;
+    l.ffn_dim = s.intermediate_size;
+    l.moe = read_moe(c, i);
+    s.layers.push_back(l);
+  }
+
+  if (const json* q = c.find("quantization")) {
+    if (!q->is_object()) c.fail("quantization", "must be an object");
+    ConfigView qc(*q, c.label() + " quantization");
+    MlxQuantization mq{static_cast<int>(qc.require_int("bits", "needed to read MLX weights")),
+                       static_cast<int>(qc.require_int("group_size", "needed to read MLX weights"))};
+    s.quantization = mq;
+  }
+  if (const json* e = c.find("eos_token_id")) add_ids(*e, s.eos_token_ids);
+  if (const json* b = c.find("bos_token_id"); b && b->is_number_integer()) s.bos_token_id = b->get<int32_t>();
+  return s;
 }
 
 std::vector<int32_t> load_eos_token_ids(const std::filesystem::path& dir, const ModelSpec& spec) {

@@ -1,23 +1,95 @@
 #pragma once
-// The shape and hyper-parameters of a decoder-only transformer, read from a Hugging Face
-// config.json. Everything the forward pass needs to know about a model that is not a tensor.
+// The one description of a model that every command uses (serve, run, plan, synth, bench, eval):
+// model-wide hyper-parameters and one LayerSpec per layer, read from a Hugging Face folder's
+// config.json (the `text_config` block of multimodal folders first). read_model_spec() describes
+// any decoder the config explains, including kinds keel cannot run yet (MLA, linear attention),
+// so `keel plan` can size them; an architecture family in arch/ refines the spec (norm kind,
+// activation, per-layer rope, scales) and is what makes a model runnable.
+//
+// Plain data: built once at load, then read-only and safe to share between threads.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace keel {
 
+class ConfigView;
+
+enum class AttentionKind {
+  Full,      // K and V of every position
+  Sliding,   // K and V of the last `window` positions
+  Mla,       // multi-head latent attention: one compressed latent + a rope key per token
+  Linear,    // recurrent state of fixed size (Gated DeltaNet), nothing per token
+  SharedKv,  // attends over an earlier layer's cache (Gemma num_kv_shared_layers)
+};
+const char* attention_kind_name(AttentionKind kind);
+
 struct RopeScaling {
-  enum class Kind { None, Llama3 };
+  enum class Kind { None, Linear, Llama3, Unsupported };
   Kind kind = Kind::None;
+  std::string unsupported_type;  // Unsupported: the config's rope_type, e.g. "yarn"
   double factor = 1.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
+  double low_freq_factor = 1.0;   // Llama3
+  double high_freq_factor = 4.0;  // Llama3
   int64_t original_max_position = 8192;
+};
+
+struct RopeSpec {
+  double theta = 10000.0;
+  RopeScaling scaling;
+};
+
+enum class NormKind {
+  Rms,            // x / rms(x) * w
+  RmsUnitOffset,  // x / rms(x) * (1 + w): Gemma stores the weight as an offset from one
+};
+
+enum class Activation { Silu, GeluTanh };
+
+// The shapes the planner needs of layers keel does not run yet.
+struct MlaDims {
+  int64_t kv_lora_rank = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t index_head_dim = 0;  // DeepSeek-V3.2's sparse-attention indexer key; 0: none
+};
+struct LinearAttentionDims {
+  int64_t key_heads = 0, value_heads = 0, key_head_dim = 0, value_head_dim = 0, conv_kernel = 0;
+};
+
+// A mixture-of-experts FFN: a router picks experts_per_token of `experts` SwiGLU experts per token.
+struct MoeSpec {
+  int64_t experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t expert_ffn_dim = 0;
+  int64_t shared_expert_ffn_dim = 0;  // 0: no shared expert
+  bool norm_topk_prob = false;        // renormalize the chosen experts' weights to sum to one
+};
+
+struct LayerSpec {
+  AttentionKind attention = AttentionKind::Full;
+  int64_t window = 0;  // Sliding: positions attended, the query's own included
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  RopeSpec rope;
+  double attention_scale = 0;  // multiplies q.k; the family sets it (1/sqrt(head_dim) by default)
+  double attention_softcap = 0;  // 0: none
+  bool attention_sinks = false;  // a learned per-head sink logit (gpt-oss)
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool qk_norm = false;         // RMSNorm over each head of q and k before rope (Qwen3, Gemma 3)
+  bool sandwich_norms = false;  // norms after attention and after the FFN too: four per layer (Gemma)
+  int64_t ffn_dim = 0;                 // dense FFN width
+  std::optional<MoeSpec> moe;          // set: the FFN is a mixture of experts
+  Activation activation = Activation::Silu;
+  std::optional<MlaDims> mla;                  // AttentionKind::Mla
+  std::optional<LinearAttentionDims> linear;  // AttentionKind::Linear
+
+  int64_t q_dim() const { return num_heads * head_dim; }
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
 
 // MLX affine quantization of linear and embedding weights (config.json "quantization" block).
@@ -27,32 +99,34 @@ struct MlxQuantization {
 };
 
 struct ModelSpec {
-  std::string model_type;  // llama, mistral, qwen2, qwen3
+  std::string model_type;  // config.json model_type, e.g. qwen3, gemma3_text
   int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;
   int64_t num_layers = 0;
-  int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;  // explicit in config.json for Qwen3; hidden_size / num_heads otherwise
   int64_t vocab_size = 0;
   int64_t max_position = 0;
-  double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  RopeScaling rope_scaling;
+  // The config's base attention shape and FFN width; layers[i] holds each layer's own.
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate_size = 0;
+  NormKind norm = NormKind::Rms;
+  double norm_eps = 1e-6;
+  double embedding_scale = 1.0;  // Gemma multiplies embeddings by sqrt(hidden_size)
+  double final_softcap = 0;      // 0: none
   bool tie_word_embeddings = false;
-  bool qk_norm = false;  // Qwen3: RMSNorm over each head of q and k before RoPE
   std::optional<MlxQuantization> quantization;
   std::vector<int32_t> eos_token_ids;  // from config.json only; see load_eos_token_ids()
   std::optional<int32_t> bos_token_id;
+  std::vector<LayerSpec> layers;  // (num_layers)
+  std::string layer_pattern_source;  // which config key decided the attention kinds
 
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
 
-// Parses config.json. `label` names the file in error messages. Throws keel::Error naming the
-// missing or invalid key, or the unsupported architecture.
-ModelSpec parse_model_spec(const nlohmann::json& config, const std::string& label);
-ModelSpec read_model_spec(const std::filesystem::path& config_json);
+// Describes the decoder in `config` (see the file comment): the generic reading of the
+// Hugging Face keys, before any family refines it. Throws keel::Error naming the file and the key.
+ModelSpec read_model_spec(const ConfigView& config);
 
 // The ids that end generation: the union of config.json, generation_config.json and the
 // tokenizer's eos_token (tokenizer_config.json, resolved through tokenizer.json), so a model that

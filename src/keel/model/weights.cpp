@@ -1,12 +1,9 @@
 #include "keel/model/weights.h"
 
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <set>
 
-#include <nlohmann/json.hpp>
-
+#include "keel/model/weight_index.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
 
@@ -127,11 +124,6 @@ std::vector<float> load_vector(const TensorIndex& index, const std::string& name
   return to_floats(e);
 }
 
-std::vector<float> load_optional_vector(const TensorIndex& index, const std::string& name, int64_t size) {
-  if (!index.find(name)) return {};
-  return load_vector(index, name, size);
-}
-
 // Points the matrix at its bytes in the mapping, copying only if they are misaligned for the
 // element type (possible in hand-made files; the kernels read whole elements).
 void attach_data(Matrix& m, std::span<const uint8_t> bytes, size_t alignment) {
@@ -189,38 +181,69 @@ Matrix load_matrix(const TensorIndex& index, const std::string& prefix, int64_t 
 }
 
 std::vector<std::filesystem::path> weight_files(const std::filesystem::path& dir) {
-  auto single = dir / "model.safetensors";
-  auto index_path = dir / "model.safetensors.index.json";
-  if (std::filesystem::exists(index_path)) {
-    std::ifstream in(index_path);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      throw Error(index_path.string() + ": not valid JSON with a 'weight_map' object");
-    std::set<std::string> shards;
-    for (const auto& [name, file] : j["weight_map"].items()) {
-      if (!file.is_string()) throw Error(index_path.string() + ": weight_map entry '" + name + "' is not a file name");
-      std::string f = file.get<std::string>();
-      if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
-        throw Error(index_path.string() + ": shard name '" + f + "' must be a plain file name in the folder");
-      shards.insert(f);
-    }
+  if (auto index_path = dir / kWeightIndexName; std::filesystem::exists(index_path)) {
     std::vector<std::filesystem::path> out;
-    for (const auto& s : shards) out.push_back(dir / s);
+    for (const auto& s : read_weight_index(index_path).shards) out.push_back(dir / s);
     return out;
   }
-  if (std::filesystem::exists(single)) return {single};
-  throw Error(dir.string() + ": no weights found (expected model.safetensors or model.safetensors.index.json)");
+  if (auto single = dir / "model.safetensors"; std::filesystem::exists(single)) return {single};
+  throw Error(dir.string() + ": no weights found (expected model.safetensors or " + kWeightIndexName + ")");
+}
+
+void check_quantization(const std::filesystem::path& dir, const MlxQuantization& q) {
+  const std::string where = (dir / "config.json").string();
+  if (q.bits != 4 && q.bits != 8)
+    throw Error(where + ": quantization bits " + std::to_string(q.bits) + " is not supported (4 or 8)");
+  if (q.group_size != 32 && q.group_size != 64 && q.group_size != 128)
+    throw Error(where + ": quantization group_size " + std::to_string(q.group_size) + " is not supported (32, 64 or 128)");
+}
+
+// Loads a per-channel vector the spec requires, or refuses one it rules out.
+std::vector<float> vector_if(const TensorIndex& index, bool wanted, const std::string& name, int64_t size,
+                             const std::string& why_not) {
+  if (wanted) return load_vector(index, name, size);
+  if (const auto* e = index.find(name)) tensor_error(*e, "is present but " + why_not);
+  return {};
+}
+
+LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n,
+                        int64_t i) {
+  const std::string p = n.layer_prefix + std::to_string(i) + ".";
+  const auto& q = s.quantization;
+  const int64_t d = s.hidden_size;
+  LayerWeights l;
+  l.attn_norm = load_vector(index, p + n.attn_norm + ".weight", d);
+  l.ffn_norm = load_vector(index, p + n.ffn_norm + ".weight", d);
+  if (ls.sandwich_norms) {
+    l.post_attn_norm = load_vector(index, p + n.post_attn_norm + ".weight", d);
+    l.post_ffn_norm = load_vector(index, p + n.post_ffn_norm + ".weight", d);
+  }
+  l.wq = load_matrix(index, p + n.q, ls.q_dim(), d, q);
+  l.wk = load_matrix(index, p + n.k, ls.kv_dim(), d, q);
+  l.wv = load_matrix(index, p + n.v, ls.kv_dim(), d, q);
+  l.wo = load_matrix(index, p + n.o, d, ls.q_dim(), q);
+  const std::string no_bias = "config.json declares no attention bias for this architecture";
+  l.bq = vector_if(index, ls.qkv_bias, p + n.q + ".bias", ls.q_dim(), no_bias);
+  l.bk = vector_if(index, ls.qkv_bias, p + n.k + ".bias", ls.kv_dim(), no_bias);
+  l.bv = vector_if(index, ls.qkv_bias, p + n.v + ".bias", ls.kv_dim(), no_bias);
+  l.bo = vector_if(index, ls.o_bias, p + n.o + ".bias", d, "this architecture has no output-projection bias");
+  const std::string no_qk = "this architecture has no q/k norm";
+  l.q_norm = vector_if(index, ls.qk_norm, p + n.q_norm + ".weight", ls.head_dim, no_qk);
+  l.k_norm = vector_if(index, ls.qk_norm, p + n.k_norm + ".weight", ls.head_dim, no_qk);
+  l.gate = load_matrix(index, p + n.gate, ls.ffn_dim, d, q);
+  l.up = load_matrix(index, p + n.up, ls.ffn_dim, d, q);
+  l.down = load_matrix(index, p + n.down, d, ls.ffn_dim, q);
+  return l;
 }
 
 }  // namespace
 
-ModelWeights load_model(const std::filesystem::path& dir) {
+ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names) {
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder");
+  if (spec.quantization) check_quantization(dir, *spec.quantization);
   ModelWeights w;
   w.dir = dir;
-  auto config = dir / "config.json";
-  if (!std::filesystem::exists(config)) throw Error(config.string() + ": not found (every model folder needs config.json)");
-  w.spec = read_model_spec(config);
+  w.spec = std::move(spec);
   w.eos_token_ids = load_eos_token_ids(dir, w.spec);
 
   TensorIndex index(w);
@@ -228,37 +251,15 @@ ModelWeights load_model(const std::filesystem::path& dir) {
 
   const ModelSpec& s = w.spec;
   const auto& q = s.quantization;
-  w.embed = load_matrix(index, "model.embed_tokens", s.vocab_size, s.hidden_size, q);
-  if (index.find("lm_head.weight")) {
-    w.lm_head = load_matrix(index, "lm_head", s.vocab_size, s.hidden_size, q);
+  w.embed = load_matrix(index, names.embed, s.vocab_size, s.hidden_size, q);
+  if (index.find(names.lm_head + ".weight")) {
+    w.lm_head = load_matrix(index, names.lm_head, s.vocab_size, s.hidden_size, q);
   } else if (!s.tie_word_embeddings) {
-    throw Error(dir.string() + ": tensor 'lm_head.weight' is missing and tie_word_embeddings is false");
+    throw Error(dir.string() + ": tensor '" + names.lm_head + ".weight' is missing and tie_word_embeddings is false");
   }
-  w.final_norm = load_vector(index, "model.norm.weight", s.hidden_size);
-
-  for (int64_t i = 0; i < s.num_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    LayerWeights l;
-    l.attn_norm = load_vector(index, p + "input_layernorm.weight", s.hidden_size);
-    l.mlp_norm = load_vector(index, p + "post_attention_layernorm.weight", s.hidden_size);
-    l.wq = load_matrix(index, p + "self_attn.q_proj", s.q_dim(), s.hidden_size, q);
-    l.wk = load_matrix(index, p + "self_attn.k_proj", s.kv_dim(), s.hidden_size, q);
-    l.wv = load_matrix(index, p + "self_attn.v_proj", s.kv_dim(), s.hidden_size, q);
-    l.wo = load_matrix(index, p + "self_attn.o_proj", s.hidden_size, s.q_dim(), q);
-    l.bq = load_optional_vector(index, p + "self_attn.q_proj.bias", s.q_dim());
-    l.bk = load_optional_vector(index, p + "self_attn.k_proj.bias", s.kv_dim());
-    l.bv = load_optional_vector(index, p + "self_attn.v_proj.bias", s.kv_dim());
-    if (index.find(p + "self_attn.o_proj.bias"))
-      throw Error(dir.string() + ": tensor '" + p + "self_attn.o_proj.bias' (output-projection bias) is not supported");
-    if (s.qk_norm) {
-      l.q_norm = load_vector(index, p + "self_attn.q_norm.weight", s.head_dim);
-      l.k_norm = load_vector(index, p + "self_attn.k_norm.weight", s.head_dim);
-    }
-    l.gate = load_matrix(index, p + "mlp.gate_proj", s.intermediate_size, s.hidden_size, q);
-    l.up = load_matrix(index, p + "mlp.up_proj", s.intermediate_size, s.hidden_size, q);
-    l.down = load_matrix(index, p + "mlp.down_proj", s.hidden_size, s.intermediate_size, q);
-    w.layers.push_back(std::move(l));
-  }
+  w.final_norm = load_vector(index, names.final_norm + ".weight", s.hidden_size);
+  for (int64_t i = 0; i < s.num_layers; ++i)
+    w.layers.push_back(load_layer(index, s, s.layers[static_cast<size_t>(i)], names, i));
   return w;
 }
 

@@ -2,6 +2,13 @@
 // A model's weights, used in place from the memory-mapped safetensors files. Large matrices are
 // never converted: kernels read F32/F16/BF16 elements or MLX packed integers directly. Only small
 // per-channel vectors (norms, biases) and MLX scales/biases are widened to float at load.
+//
+// Which tensors a layer has follows its LayerSpec (bias flags, q/k norms, sandwich norms), never
+// which tensors the files happen to hold: a tensor the spec needs and the files lack, or one the
+// files hold that the spec rules out, is an error naming it. Where each tensor is named is the
+// architecture family's business (arch/): it passes its TensorNames.
+//
+// Loaded once, then read-only: safe to read from any thread. Move-only (matrices may own their bytes).
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -21,6 +28,13 @@ const char* weight_format_name(WeightFormat f);
 
 // A weight matrix [rows][cols] as a linear layer computes y = W x (rows = outputs).
 struct Matrix {
+  Matrix() = default;
+  // Not copyable: `data` may point into `realigned`, which a copy would not carry along.
+  Matrix(const Matrix&) = delete;
+  Matrix& operator=(const Matrix&) = delete;
+  Matrix(Matrix&&) = default;  // a moved vector keeps its buffer, so `data` stays valid
+  Matrix& operator=(Matrix&&) = default;
+
   std::string name;
   WeightFormat format = WeightFormat::F32;
   int64_t rows = 0;
@@ -37,12 +51,37 @@ struct Matrix {
   size_t stored_bytes() const;  // bytes a full pass over the matrix reads (weights + scales + biases)
 };
 
+// Where a family keeps each tensor in a Hugging Face checkpoint (names without ".weight").
+// Layer tensors are found under layer_prefix + index + "." + name.
+struct TensorNames {
+  std::string embed = "model.embed_tokens";
+  std::string final_norm = "model.norm";
+  std::string lm_head = "lm_head";
+  std::string layer_prefix = "model.layers.";
+  std::string attn_norm = "input_layernorm";
+  std::string post_attn_norm;  // sandwich norms only
+  std::string ffn_norm = "post_attention_layernorm";
+  std::string post_ffn_norm;   // sandwich norms only
+  std::string q = "self_attn.q_proj", k = "self_attn.k_proj", v = "self_attn.v_proj", o = "self_attn.o_proj";
+  std::string q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm";
+  std::string gate = "mlp.gate_proj", up = "mlp.up_proj", down = "mlp.down_proj";
+};
+
+// One decoder layer; vectors the spec rules out are empty.
 struct LayerWeights {
-  std::vector<float> attn_norm, mlp_norm;
-  Matrix wq, wk, wv, wo;
-  std::vector<float> bq, bk, bv;        // empty when the checkpoint has no attention bias
-  std::vector<float> q_norm, k_norm;    // Qwen3 per-head RMSNorm weights, else empty
-  Matrix gate, up, down;
+  std::vector<float> attn_norm;       // (dim) before attention
+  std::vector<float> post_attn_norm;  // (dim) on the attention output (sandwich norms)
+  std::vector<float> ffn_norm;        // (dim) before the FFN
+  std::vector<float> post_ffn_norm;   // (dim) on the FFN output (sandwich norms)
+  Matrix wq;                          // (q_dim, dim)
+  Matrix wk, wv;                      // (kv_dim, dim)
+  Matrix wo;                          // (dim, q_dim)
+  std::vector<float> bq;              // (q_dim)
+  std::vector<float> bk, bv;          // (kv_dim)
+  std::vector<float> bo;              // (dim)
+  std::vector<float> q_norm, k_norm;  // (head_dim), shared by every head
+  Matrix gate, up;                    // (ffn, dim)
+  Matrix down;                        // (dim, ffn)
 };
 
 struct ModelWeights {
@@ -50,19 +89,20 @@ struct ModelWeights {
   ModelSpec spec;
   std::vector<int32_t> eos_token_ids;
   std::vector<std::unique_ptr<SafetensorsFile>> files;
-  Matrix embed;
-  Matrix lm_head;  // empty (rows == 0) when tied to embed; use output()
-  std::vector<float> final_norm;
-  std::vector<LayerWeights> layers;
+  Matrix embed;                   // (vocab, dim)
+  Matrix lm_head;                 // (vocab, dim); empty (rows == 0) when tied to embed: use output()
+  std::vector<float> final_norm;  // (dim)
+  std::vector<LayerWeights> layers;  // (num_layers)
 
   const Matrix& output() const { return lm_head.rows ? lm_head : embed; }
   WeightFormat format() const { return embed.format; }
   size_t weight_bytes_per_token() const;  // bytes a decode step streams through (all layers + lm_head)
 };
 
-// Loads config.json and the weights (model.safetensors or the shards of
-// model.safetensors.index.json) from a Hugging Face model folder. Throws keel::Error naming the
-// file and tensor for anything missing, truncated, misshapen or of an unsupported dtype.
-ModelWeights load_model(const std::filesystem::path& dir);
+// Loads the weights of a model described by `spec` (model.safetensors or the shards of
+// model.safetensors.index.json) from a Hugging Face model folder, finding each tensor under
+// `names`. Use arch::load_model() to read the spec too. Throws keel::Error naming the file and
+// tensor for anything missing, unexpected, truncated, misshapen or of an unsupported dtype.
+ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names);
 
 }  // namespace keel

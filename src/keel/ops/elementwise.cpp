@@ -5,28 +5,51 @@
 
 namespace keel::ops {
 
-void rms_norm(const float* x, const float* weight, int64_t n, double eps, float* out) {
+void rms_norm(const float* x, const float* weight, int64_t n, double eps, float* out, NormKind kind) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
+  if (kind == NormKind::RmsUnitOffset) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * (1.0f + weight[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
+  }
 }
 
-void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+void gated_activation(Activation act, const float* gate, const float* up, int64_t n, float* out) {
+  switch (act) {
+    case Activation::Silu:
+      for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+      break;
+    case Activation::GeluTanh: {
+      // 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), PyTorch's approximate="tanh"
+      const float k = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+      }
+      break;
+    }
+  }
+}
+
+void softcap_inplace(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-Rope::Rope(const ModelSpec& spec) : head_dim_(spec.head_dim) {
+Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim) {
   const int64_t half = head_dim_ / 2;
   inv_freq_.resize(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
-    inv_freq_[static_cast<size_t>(i)] = std::pow(spec.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim_));
+    inv_freq_[static_cast<size_t>(i)] = std::pow(spec.theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim_));
 
-  const RopeScaling& rs = spec.rope_scaling;
+  const RopeScaling& rs = spec.scaling;
+  if (rs.kind == RopeScaling::Kind::Linear)
+    for (double& f : inv_freq_) f /= rs.factor;
   if (rs.kind == RopeScaling::Kind::Llama3) {
     // Llama 3.1: keep high frequencies, divide low ones by `factor`, blend smoothly in between.
     const double old_len = static_cast<double>(rs.original_max_position);

@@ -8,19 +8,25 @@
 
 namespace keel::ops {
 
-// out = x / sqrt(mean(x^2) + eps) * weight, over `n` values (in place allowed).
-void rms_norm(const float* x, const float* weight, int64_t n, double eps, float* out);
+// out = x / sqrt(mean(x^2) + eps) * weight, over `n` values (in place allowed). With
+// NormKind::RmsUnitOffset the weight is stored as an offset from one: * (1 + weight).
+void rms_norm(const float* x, const float* weight, int64_t n, double eps, float* out,
+              NormKind kind = NormKind::Rms);
 
-// out[i] = silu(gate[i]) * up[i]
-void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+// out[i] = act(gate[i]) * up[i]: the gated FFN's nonlinearity (SwiGLU, GeGLU).
+void gated_activation(Activation act, const float* gate, const float* up, int64_t n, float* out);
+
+// x[i] = cap * tanh(x[i] / cap): Gemma's logit soft-capping.
+void softcap_inplace(float* x, int64_t n, float cap);
 
 void add_inplace(float* x, const float* y, int64_t n);
 
 // Rotary position embedding in the Hugging Face "rotate half" layout: dimension i pairs with
-// i + head_dim/2. Frequencies follow rope_theta and, for Llama 3, its rope_scaling.
+// i + head_dim/2. Frequencies follow the layer's theta and rope scaling (linear: positions divided
+// by the factor; Llama 3: low frequencies divided, high ones kept, a blend between).
 class Rope {
  public:
-  explicit Rope(const ModelSpec& spec);
+  Rope(const RopeSpec& spec, int64_t head_dim);
   // Rotates `n_heads` consecutive heads of `x` in place for position `pos`.
   void apply(float* x, int64_t n_heads, int64_t pos) const;
 

@@ -1,5 +1,5 @@
 #pragma once
-// What each layer of a model keeps per token of context, read from config.json. This is where the
+// What each layer of a model keeps per token of context, from its ModelSpec. This is where the
 // usual hand estimates go wrong: only attention layers grow with the context, a sliding-window
 // layer stops growing at its window, a linear-attention (recurrent) layer of a hybrid model holds
 // a fixed state instead, and an MLA layer caches one compressed latent rather than K and V heads.
@@ -7,19 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "keel/plan/config_view.h"
+#include "keel/model/config_view.h"
+#include "keel/model/model_spec.h"
 
 namespace keel::plan {
-
-enum class LayerKind {
-  FullAttention,     // K and V for every token
-  SlidingAttention,  // K and V for the last `window` tokens
-  Mla,               // multi-head latent attention: kv_lora_rank + qk_rope_head_dim per token
-  LinearAttention,   // recurrent state of fixed size, nothing per token
-  SharedKv,          // reuses an earlier layer's KV (Gemma num_kv_shared_layers): nothing stored
-};
-
-std::string_view layer_kind_name(LayerKind kind);
 
 // `count` vectors of `dim` elements, per token, in one layer (the quantization groups run along
 // each vector, so K heads, V heads and MLA latents are kept apart).
@@ -30,7 +21,7 @@ struct KvVectors {
 };
 
 struct LayerShape {
-  LayerKind kind = LayerKind::FullAttention;
+  AttentionKind kind = AttentionKind::Full;
   std::vector<KvVectors> per_token;  // empty for linear-attention and shared-KV layers
   int64_t window = 0;                // sliding layers only
   int64_t fixed_state_bytes = 0;     // linear-attention layers: recurrent and convolution state
@@ -52,7 +43,10 @@ struct AttentionLayout {
   std::string layer_pattern_source;  // which config key decided the layer kinds
 };
 
-// Throws keel::Error naming the file and the missing or invalid key.
+// Layers of `spec` grouped by shape.
+AttentionLayout read_attention_layout(const ModelSpec& spec);
+// The same for the model `config` describes (arch::describe_spec). Throws keel::Error naming the
+// file and the missing or invalid key.
 AttentionLayout read_attention_layout(const ConfigView& config);
 
 // Linear-attention state is kept in f32: it accumulates over the whole sequence and is never

@@ -1,19 +1,27 @@
 #include "keel/plan/kv_bytes.h"
 
-#include <algorithm>
+#include <vector>
+
+#include "keel/kv/kv_policy.h"
 
 namespace keel::plan {
 
+kv::KvGroupShape kv_group_shape(const LayerShape& shape, int64_t layers) {
+  kv::KvGroupShape g;
+  g.layers = layers;
+  for (const KvVectors& v : shape.per_token) g.per_token.push_back({v.count, v.dim});
+  g.window = shape.kind == AttentionKind::Sliding ? shape.window : 0;
+  return g;
+}
+
 int64_t layer_bytes_per_token(const LayerShape& shape, KvFormat format) {
-  int64_t bytes = 0;
-  for (const KvVectors& v : shape.per_token) bytes += v.count * kv_vector_bytes(format, v.dim);
-  return bytes;
+  return kv_group_shape(shape, 1).token_bytes(format);
 }
 
 int64_t growing_bytes_per_token(const AttentionLayout& layout, KvFormat format) {
   int64_t bytes = 0;
   for (const LayerGroup& g : layout.groups) {
-    if (g.shape.kind == LayerKind::FullAttention || g.shape.kind == LayerKind::Mla) {
+    if (g.shape.kind == AttentionKind::Full || g.shape.kind == AttentionKind::Mla) {
       bytes += group_bytes_per_token(g, format);
     }
   }
@@ -27,19 +35,11 @@ uint64_t fixed_state_bytes(const AttentionLayout& layout) {
 }
 
 uint64_t kv_bytes_for_context(const AttentionLayout& layout, KvPolicy policy, int64_t context) {
-  uint64_t total = 0;
-  for (const LayerGroup& g : layout.groups) {
-    total += static_cast<uint64_t>(g.layers * g.shape.fixed_state_bytes);
-    if (g.shape.per_token.empty()) continue;
-    const bool windowed = g.shape.kind == LayerKind::SlidingAttention;
-    const int64_t stored = windowed ? std::min(context, g.shape.window) : context;
-    const TokenFormatSplit split = split_tokens(policy, stored, windowed);
-    const auto per_token = [&](KvFormat f) { return static_cast<uint64_t>(group_bytes_per_token(g, f)); };
-    total += static_cast<uint64_t>(split.bf16) * per_token(KvFormat::BF16) +
-             static_cast<uint64_t>(split.int8) * per_token(KvFormat::Int8) +
-             static_cast<uint64_t>(split.int4) * per_token(KvFormat::Int4);
-  }
-  return total;
+  const kv::KvPolicy runtime = kv::KvPolicy::preset(policy);
+  std::vector<kv::KvGroupShape> stored;
+  for (const LayerGroup& g : layout.groups)
+    if (!g.shape.per_token.empty()) stored.push_back(kv_group_shape(g.shape, g.layers));
+  return fixed_state_bytes(layout) + static_cast<uint64_t>(kv::kv_context_bytes(stored, runtime, context));
 }
 
 }  // namespace keel::plan

@@ -30,7 +30,7 @@ std::string describe_layers(const AttentionLayout& layout) {
   std::string out = std::to_string(layout.num_layers) + " layers: ";
   for (size_t i = 0; i < layout.groups.size(); ++i) {
     out += (i ? " + " : "") + std::to_string(layout.groups[i].layers) + " " +
-           std::string(layer_kind_name(layout.groups[i].shape.kind));
+           std::string(attention_kind_name(layout.groups[i].shape.kind));
   }
   return out + " (" + layout.layer_pattern_source + ")";
 }
@@ -79,11 +79,11 @@ std::string format_plan_text(const Plan& p) {
                                     format_count(g.layers * g.shape.fixed_state_bytes) + " in all"
                               : std::string("none");
       line(out, "  %-7lld %-17s %-44s %s", static_cast<long long>(g.layers),
-           std::string(layer_kind_name(g.shape.kind)).c_str(), g.shape.description.c_str(), fixed.c_str());
+           std::string(attention_kind_name(g.shape.kind)).c_str(), g.shape.description.c_str(), fixed.c_str());
       continue;
     }
     line(out, "  %-7lld %-17s %-44s %11s %11s %11s", static_cast<long long>(g.layers),
-         std::string(layer_kind_name(g.shape.kind)).c_str(), g.shape.description.c_str(),
+         std::string(attention_kind_name(g.shape.kind)).c_str(), g.shape.description.c_str(),
          format_count(group_bytes_per_token(g, KvFormat::BF16)).c_str(),
          format_count(group_bytes_per_token(g, KvFormat::Int8)).c_str(),
          format_count(group_bytes_per_token(g, KvFormat::Int4)).c_str());

@@ -1,7 +1,8 @@
 #include "keel/plan/planner.h"
 
-#include "keel/plan/chat_template_source.h"
-#include "keel/plan/config_view.h"
+#include "keel/arch/model_loader.h"
+#include "keel/chat/template_files.h"
+#include "keel/model/config_view.h"
 #include "keel/plan/kv_bytes.h"
 #include "keel/plan/number_format.h"
 #include "keel/plan/plan_text.h"
@@ -117,10 +118,11 @@ Recommendation recommend(const Plan& p) {
 
 AgentGates read_gates(const fs::path& dir, const std::optional<fs::path>& override_file) {
   AgentGates g;
-  std::optional<ChatTemplateText> t =
-      override_file ? std::optional<ChatTemplateText>(read_chat_template_file(*override_file)) : find_chat_template(dir);
+  std::optional<chat::ChatTemplateText> t = override_file
+                                               ? std::optional<chat::ChatTemplateText>(chat::read_chat_template_file(*override_file))
+                                               : chat::find_chat_template(dir);
   if (!t) return g;
-  g.template_source = t->source;
+  g.template_source = t->origin;
   g.tool_calls = toolcall::detect_tool_call_format(t->text);
   g.reasoning = toolcall::detect_reasoning_control(t->text);
   return g;
@@ -143,8 +145,9 @@ Plan plan_model(const PlanRequest& request) {
   const ConfigView config = ConfigView::load(paths.config);
   p.architecture = first_architecture(config);
   p.model_type = config.root().value("model_type", std::string("unknown"));
-  p.layout = read_attention_layout(config);
-  p.scratch = estimate_scratch(config, p.layout);
+  const ModelSpec spec = arch::describe_spec(config);
+  p.layout = read_attention_layout(spec);
+  p.scratch = estimate_scratch(spec, p.layout);
   p.weights = inventory_weights(paths.dir, config);
   p.ceiling = machine_ceiling(request.memory_gib);
   p.requested_policy = request.policy;

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "keel/plan/attention_layout.h"
-#include "keel/plan/config_view.h"
+#include "keel/model/model_spec.h"
 
 namespace keel::plan {
 
@@ -22,7 +22,6 @@ struct ScratchEstimate {
   uint64_t total() const { return activations + attention_tiles + logits + runtime; }
 };
 
-// Throws keel::Error naming a missing key (hidden_size, intermediate_size, vocab_size...).
-ScratchEstimate estimate_scratch(const ConfigView& config, const AttentionLayout& layout);
+ScratchEstimate estimate_scratch(const ModelSpec& spec, const AttentionLayout& layout);
 
 }  // namespace keel::plan

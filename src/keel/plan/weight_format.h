@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "keel/plan/config_view.h"
+#include "keel/model/config_view.h"
 
 namespace keel::plan {
 

@@ -8,7 +8,7 @@
 #include "keel/plan/folder_files.h"
 #include "keel/plan/number_format.h"
 #include "keel/plan/weight_copies.h"
-#include "keel/plan/weight_index.h"
+#include "keel/plan/shard_names.h"
 #include "keel/util/error.h"
 
 namespace keel::plan {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "keel/plan/config_view.h"
+#include "keel/model/config_view.h"
 #include "keel/plan/weight_format.h"
 
 namespace keel::plan {

@@ -1,6 +1,7 @@
 #pragma once
 // Writes a random-weight model folder with the exact tensor names, shapes and storage format of a
-// real config.json, so speed can be measured at real sizes without downloading weights.
+// real config.json, so speed can be measured at real sizes without downloading weights. The tensors
+// are the ones the family's loader looks for (arch/family.h). A plain function; any thread.
 #include <cstdint>
 #include <filesystem>
 

@@ -1,8 +1,10 @@
 #pragma once
-// A config.json as the planner reads it. Multimodal folders (Gemma 3 and 4, Llava...) nest the
-// language model under `text_config`; lookups try that block first and then the top level, and
-// every failure names the file and the key, e.g.
+// A config.json as every reader of a model folder sees it. Multimodal folders (Gemma 3 and 4,
+// Llava...) nest the language model under `text_config`; lookups try that block first and then the
+// top level, and every failure names the file and the key, e.g.
 //   ".../config.json: missing key 'num_key_value_heads' (needed for the KV size)".
+// The one config reader: model/model_spec.cpp, the families in arch/ and the planner all use it.
+// Immutable after construction; safe to read from any thread.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -11,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace keel::plan {
+namespace keel {
 
 class ConfigView {
  public:
@@ -33,6 +35,7 @@ class ConfigView {
   std::optional<int64_t> optional_int(std::string_view key) const;
   std::optional<std::string> optional_string(std::string_view key) const;
   std::optional<bool> optional_bool(std::string_view key) const;
+  std::optional<double> optional_number(std::string_view key) const;
 
   [[noreturn]] void fail(std::string_view key, const std::string& problem) const;
 
@@ -42,4 +45,4 @@ class ConfigView {
   std::string label_;
 };
 
-}  // namespace keel::plan
+}  // namespace keel

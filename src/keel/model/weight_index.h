@@ -1,5 +1,7 @@
 #pragma once
-// model.safetensors.index.json: which shard holds each tensor, and the declared total size.
+// model.safetensors.index.json: which shard holds each tensor, and the declared total size. The one
+// reader of the index, for loading (model/weights.cpp) and for planning (plan/weight_inventory.cpp).
+// Plain functions and data; safe on any thread.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -7,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace keel::plan {
+namespace keel {
 
 inline constexpr const char* kWeightIndexName = "model.safetensors.index.json";
 
@@ -18,10 +20,8 @@ struct WeightIndex {
   std::optional<uint64_t> total_size;             // metadata.total_size
 };
 
-// Throws keel::Error naming the file when it is unreadable, not JSON, or has no weight_map.
+// Throws keel::Error naming the file when it is unreadable, not JSON, has no weight_map, or names
+// a shard outside the folder ("../x", "a/b").
 WeightIndex read_weight_index(const std::filesystem::path& path);
 
-// Warnings when the shard names disagree with the index or with each other.
-std::vector<std::string> check_shard_names(const WeightIndex& index);
-
-}  // namespace keel::plan
+}  // namespace keel

@@ -1,4 +1,4 @@
-#include "keel/plan/config_view.h"
+#include "keel/model/config_view.h"
 
 #include <cmath>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include "keel/util/error.h"
 
-namespace keel::plan {
+namespace keel {
 
 ConfigView::ConfigView(nlohmann::json root, std::string label) : root_(std::move(root)), label_(std::move(label)) {
   if (!root_.is_object()) throw Error(label_ + ": expected a JSON object");
@@ -75,4 +75,11 @@ std::optional<bool> ConfigView::optional_bool(std::string_view key) const {
   return v->get<bool>();
 }
 
-}  // namespace keel::plan
+std::optional<double> ConfigView::optional_number(std::string_view key) const {
+  const nlohmann::json* v = find(key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) fail(key, "must be a number, got " + v->dump());
+  return v->get<double>();
+}
+
+}  // namespace keel

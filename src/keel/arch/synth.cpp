@@ -1,4 +1,4 @@
-#include "keel/model/synth.h"
+#include "keel/arch/synth.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,11 +8,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "keel/arch/family.h"
+#include "keel/arch/model_loader.h"
+#include "keel/model/config_view.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
 
 namespace keel {
 namespace {
+
+using arch::find_family;
+using arch::runnable_spec;
 
 struct PlannedTensor {
   std::string name;
@@ -119,34 +125,42 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
     config["quantization"] = {{"group_size", o.mlx_group_size}, {"bits", bits}};
   }
   config["torch_dtype"] = o.format == WeightFormat::F32 ? "float32" : o.format == WeightFormat::F16 ? "float16" : "bfloat16";
-  const ModelSpec s = parse_model_spec(nlohmann::json::parse(config.dump()), config_json.string());
+  const ModelSpec s = runnable_spec(ConfigView(nlohmann::json::parse(config.dump()), config_json.string()));
+  const TensorNames names = find_family(s.model_type)->tensor_names();
 
+  // The tensors load_weights() will look for, under the family's names.
   Planner p(o);
   using Fill = PlannedTensor::Fill;
-  p.matrix("model.embed_tokens", s.vocab_size, s.hidden_size);
+  p.matrix(names.embed, s.vocab_size, s.hidden_size);
   for (int64_t i = 0; i < s.num_layers; ++i) {
-    const std::string l = "model.layers." + std::to_string(i) + ".";
-    p.vector(l + "input_layernorm.weight", s.hidden_size, Fill::Ones);
-    p.vector(l + "post_attention_layernorm.weight", s.hidden_size, Fill::Ones);
-    p.matrix(l + "self_attn.q_proj", s.q_dim(), s.hidden_size);
-    p.matrix(l + "self_attn.k_proj", s.kv_dim(), s.hidden_size);
-    p.matrix(l + "self_attn.v_proj", s.kv_dim(), s.hidden_size);
-    p.matrix(l + "self_attn.o_proj", s.hidden_size, s.q_dim());
-    if (s.model_type == "qwen2") {
-      p.vector(l + "self_attn.q_proj.bias", s.q_dim(), Fill::SmallBias);
-      p.vector(l + "self_attn.k_proj.bias", s.kv_dim(), Fill::SmallBias);
-      p.vector(l + "self_attn.v_proj.bias", s.kv_dim(), Fill::SmallBias);
+    const LayerSpec& ls = s.layers[static_cast<size_t>(i)];
+    const std::string l = names.layer_prefix + std::to_string(i) + ".";
+    p.vector(l + names.attn_norm + ".weight", s.hidden_size, Fill::Ones);
+    p.vector(l + names.ffn_norm + ".weight", s.hidden_size, Fill::Ones);
+    if (ls.sandwich_norms) {
+      p.vector(l + names.post_attn_norm + ".weight", s.hidden_size, Fill::Ones);
+      p.vector(l + names.post_ffn_norm + ".weight", s.hidden_size, Fill::Ones);
     }
-    if (s.qk_norm) {
-      p.vector(l + "self_attn.q_norm.weight", s.head_dim, Fill::Ones);
-      p.vector(l + "self_attn.k_norm.weight", s.head_dim, Fill::Ones);
+    p.matrix(l + names.q, ls.q_dim(), s.hidden_size);
+    p.matrix(l + names.k, ls.kv_dim(), s.hidden_size);
+    p.matrix(l + names.v, ls.kv_dim(), s.hidden_size);
+    p.matrix(l + names.o, s.hidden_size, ls.q_dim());
+    if (ls.qkv_bias) {
+      p.vector(l + names.q + ".bias", ls.q_dim(), Fill::SmallBias);
+      p.vector(l + names.k + ".bias", ls.kv_dim(), Fill::SmallBias);
+      p.vector(l + names.v + ".bias", ls.kv_dim(), Fill::SmallBias);
     }
-    p.matrix(l + "mlp.gate_proj", s.intermediate_size, s.hidden_size);
-    p.matrix(l + "mlp.up_proj", s.intermediate_size, s.hidden_size);
-    p.matrix(l + "mlp.down_proj", s.hidden_size, s.intermediate_size);
+    if (ls.o_bias) p.vector(l + names.o + ".bias", s.hidden_size, Fill::SmallBias);
+    if (ls.qk_norm) {
+      p.vector(l + names.q_norm + ".weight", ls.head_dim, Fill::Ones);
+      p.vector(l + names.k_norm + ".weight", ls.head_dim, Fill::Ones);
+    }
+    p.matrix(l + names.gate, ls.ffn_dim, s.hidden_size);
+    p.matrix(l + names.up, ls.ffn_dim, s.hidden_size);
+    p.matrix(l + names.down, s.hidden_size, ls.ffn_dim);
   }
-  p.vector("model.norm.weight", s.hidden_size, Fill::Ones);
-  if (!s.tie_word_embeddings) p.matrix("lm_head", s.vocab_size, s.hidden_size);
+  p.vector(names.final_norm + ".weight", s.hidden_size, Fill::Ones);
+  if (!s.tie_word_embeddings) p.matrix(names.lm_head, s.vocab_size, s.hidden_size);
 
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", mlx ? "mlx" : "pt"}, {"generator", "keel synth"}};

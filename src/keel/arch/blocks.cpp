@@ -1,0 +1,89 @@
+#include "keel/arch/blocks.h"
+
+#include "keel/ops/attention_params.h"
+#include "keel/ops/matmul.h"
+
+namespace keel::arch {
+namespace {
+
+void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); }
+
+// h (n, dim) -> h normed by `weight` (sandwich post-norm), when the layer has one.
+void post_norm(const ModelSpec& s, const std::vector<float>& weight, int64_t n, Workspace& ws) {
+  if (!weight.empty()) norm_rows(s, weight, ws.h.data(), n, ws.h.data());
+}
+
+}  // namespace
+
+void norm_rows(const ModelSpec& s, const std::vector<float>& weight, const float* in, int64_t n, float* out) {
+  const int64_t d = s.hidden_size;
+  for (int64_t t = 0; t < n; ++t) ops::rms_norm(in + t * d, weight.data(), d, s.norm_eps, out + t * d, s.norm);
+}
+
+void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t layer,
+                     const ops::Rope& rope, int64_t n, int64_t pos0, KvCache& cache, ThreadPool& pool,
+                     Workspace& ws) {
+  const int64_t d = s.hidden_size, qd = ls.q_dim(), kvd = ls.kv_dim(), hd = ls.head_dim;
+  norm_rows(s, w.attn_norm, ws.x.data(), n, ws.h.data());
+
+  resize(ws.q, n * qd);
+  resize(ws.k, n * kvd);
+  resize(ws.v, n * kvd);
+  ops::matmul(w.wq, ws.h.data(), n, ws.q.data(), pool);
+  ops::matmul(w.wk, ws.h.data(), n, ws.k.data(), pool);
+  ops::matmul(w.wv, ws.h.data(), n, ws.v.data(), pool);
+
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = ws.q.data() + t * qd;  // (heads, head_dim)
+    float* k = ws.k.data() + t * kvd;  // (kv_heads, head_dim)
+    float* v = ws.v.data() + t * kvd;
+    if (!w.bq.empty()) ops::add_inplace(q, w.bq.data(), qd);
+    if (!w.bk.empty()) ops::add_inplace(k, w.bk.data(), kvd);
+    if (!w.bv.empty()) ops::add_inplace(v, w.bv.data(), kvd);
+    if (ls.qk_norm) {
+      for (int64_t h = 0; h < ls.num_heads; ++h) ops::rms_norm(q + h * hd, w.q_norm.data(), hd, s.norm_eps, q + h * hd, s.norm);
+      for (int64_t h = 0; h < ls.num_kv_heads; ++h)
+        ops::rms_norm(k + h * hd, w.k_norm.data(), hd, s.norm_eps, k + h * hd, s.norm);
+    }
+    rope.apply(q, ls.num_heads, pos0 + t);
+    rope.apply(k, ls.num_kv_heads, pos0 + t);
+    cache.store(layer, pos0 + t, k, v);
+  }
+
+  const ops::AttentionParams params{.scale = static_cast<float>(ls.attention_scale),
+                                    .window = ls.attention == AttentionKind::Sliding ? ls.window : 0,
+                                    .softcap = static_cast<float>(ls.attention_softcap)};
+  // Each (token, head) pair attends over the positions up to and including its own.
+  resize(ws.attn, n * qd);
+  ws.scores.resize(static_cast<size_t>(pool.size()));
+  pool.parallel_for(static_cast<size_t>(n * ls.num_heads), [&](size_t task, int thread) {
+    const int64_t t = static_cast<int64_t>(task) / ls.num_heads;
+    const int64_t h = static_cast<int64_t>(task) % ls.num_heads;
+    auto& scratch = ws.scores[static_cast<size_t>(thread)];
+    if (scratch.size() < static_cast<size_t>(pos0 + t + 1)) scratch.resize(static_cast<size_t>(cache.capacity()));
+    cache.attend(layer, ops::kv_head_of(h, ls.num_heads, ls.num_kv_heads), ws.q.data() + t * qd + h * hd, pos0 + t + 1,
+                 params, scratch.data(), ws.attn.data() + t * qd + h * hd);
+  });
+
+  ops::matmul(w.wo, ws.attn.data(), n, ws.h.data(), pool);
+  if (!w.bo.empty())
+    for (int64_t t = 0; t < n; ++t) ops::add_inplace(ws.h.data() + t * d, w.bo.data(), d);
+  post_norm(s, w.post_attn_norm, n, ws);
+  ops::add_inplace(ws.x.data(), ws.h.data(), n * d);
+}
+
+void gated_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
+                     Workspace& ws) {
+  const int64_t d = s.hidden_size, ff = ls.ffn_dim;
+  norm_rows(s, w.ffn_norm, ws.x.data(), n, ws.h.data());
+  resize(ws.gate, n * ff);
+  resize(ws.up, n * ff);
+  ops::matmul(w.gate, ws.h.data(), n, ws.gate.data(), pool);
+  ops::matmul(w.up, ws.h.data(), n, ws.up.data(), pool);
+  ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), n * ff, ws.gate.data());
+  ops::matmul(w.down, ws.gate.data(), n, ws.h.data(), pool);
+  post_norm(s, w.post_ffn_norm, n, ws);
+  ops::add_inplace(ws.x.data(), ws.h.data(), n * d);
+}
+
+}  // namespace keel::arch

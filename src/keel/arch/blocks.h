@@ -1,0 +1,43 @@
+#pragma once
+// The shared blocks every family's forward pass is built from: the residual-stream norm, the
+// attention block (projections, bias, q/k norm, rope, KV store, attention with the layer's
+// AttentionParams, output projection, optional post-norm) and the gated FFN (activation as a
+// parameter, optional post-norm). A layer picks each variant from its LayerSpec.
+//
+// Thread-safety: a Workspace belongs to one forward pass at a time (the engine thread); the blocks
+// fan work out over the given ThreadPool and return when it is done.
+#include <cstdint>
+#include <vector>
+
+#include "keel/kv/kv_cache.h"
+#include "keel/model/model_spec.h"
+#include "keel/model/weights.h"
+#include "keel/ops/elementwise.h"
+#include "keel/util/thread_pool.h"
+
+namespace keel::arch {
+
+// Activations of the tokens of one forward pass; grown as needed, reused between passes.
+struct Workspace {
+  std::vector<float> x;           // (n, dim) the residual stream
+  std::vector<float> h;           // (n, dim) normed input of a block, then its output
+  std::vector<float> q;           // (n, q_dim)
+  std::vector<float> k, v;        // (n, kv_dim)
+  std::vector<float> attn;        // (n, q_dim) attention output before the output projection
+  std::vector<float> gate, up;    // (n, ffn)
+  std::vector<std::vector<float>> scores;  // per pool thread: (positions) attention scratch
+};
+
+// out[t] = norm(in[t]) for `n` rows of the model's width.
+void norm_rows(const ModelSpec& spec, const std::vector<float>& weight, const float* in, int64_t n, float* out);
+
+// x += attention(norm(x)) for tokens at positions [pos0, pos0 + n), storing their K/V in `cache`.
+void attention_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t layer,
+                     const ops::Rope& rope, int64_t n, int64_t pos0, KvCache& cache, ThreadPool& pool,
+                     Workspace& ws);
+
+// x += ffn(norm(x)) with the layer's gated activation.
+void gated_ffn_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
+                     Workspace& ws);
+
+}  // namespace keel::arch

@@ -1,0 +1,36 @@
+#pragma once
+// An architecture family: what keel knows of one Hugging Face `model_type` beyond the generic
+// config reading of model/model_spec.h. One file per family under arch/ defines one, and
+// registry.cpp lists them; adding a family is that file plus a registry line.
+//
+// A family refines the spec (norm kind, activation, per-layer rope and scales, which layers have
+// bias or q/k norms) and names the checkpoint's tensors. The forward pass (transformer.h) is built
+// from the shared blocks (blocks.h), each layer choosing its variant from its LayerSpec.
+//
+// Families are immutable globals: safe to use from any thread.
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "keel/model/config_view.h"
+#include "keel/model/model_spec.h"
+#include "keel/model/weights.h"
+
+namespace keel::arch {
+
+struct Family {
+  std::string_view model_type;  // config.json "model_type" (text_config's, for multimodal folders)
+  // Refines `spec` (already read generically from `config`). Throws keel::Error naming the config
+  // key of anything the family cannot run.
+  void (*refine)(const ConfigView& config, ModelSpec& spec);
+  TensorNames (*tensor_names)();
+};
+
+// The registered families, in a stable order.
+std::span<const Family* const> families();
+// nullptr when `model_type` has no family.
+const Family* find_family(std::string_view model_type);
+// "gemma3_text, llama, mistral, qwen2, qwen3": for error messages.
+std::string family_list();
+
+}  // namespace keel::arch

@@ -1,0 +1,64 @@
+#include "keel/arch/model_loader.h"
+
+#include "keel/arch/family.h"
+#include "keel/util/error.h"
+
+namespace keel::arch {
+namespace {
+
+[[noreturn]] void unsupported(const ConfigView& c, std::string_view key, const std::string& what) {
+  throw Error(c.label() + ": key '" + std::string(key) + "': " + what + " is not supported yet");
+}
+
+void check_runnable(const ConfigView& c, const ModelSpec& s) {
+  if (s.intermediate_size <= 0 && !s.layers.empty() && !s.layers.front().moe)
+    throw Error(c.label() + ": missing key 'intermediate_size' (needed for the FFN)");
+  for (const LayerSpec& l : s.layers) {
+    switch (l.attention) {
+      case AttentionKind::Full:
+      case AttentionKind::Sliding: break;
+      case AttentionKind::Mla: unsupported(c, "kv_lora_rank", "multi-head latent attention (MLA)");
+      case AttentionKind::Linear:
+        unsupported(c, c.has("layer_types") ? "layer_types" : "full_attention_interval", "linear attention");
+      case AttentionKind::SharedKv: unsupported(c, "num_kv_shared_layers", "sharing KV between layers");
+    }
+    if (l.moe) unsupported(c, c.has("num_experts") ? "num_experts" : "num_local_experts", "a mixture-of-experts FFN");
+    if (l.rope.scaling.kind == RopeScaling::Kind::Unsupported)
+      throw Error(c.label() + ": rope_scaling type '" + l.rope.scaling.unsupported_type +
+                  "' is not supported yet (supported: linear, llama3)");
+    if (l.head_dim % 2 != 0) c.fail("head_dim", "must be even for rotary embeddings");
+    if (l.attention_sinks) unsupported(c, "sinks", "attention sinks");
+  }
+}
+
+}  // namespace
+
+ModelSpec describe_spec(const ConfigView& config) {
+  ModelSpec spec = read_model_spec(config);
+  if (const Family* f = find_family(spec.model_type)) f->refine(config, spec);
+  return spec;
+}
+
+ModelSpec runnable_spec(const ConfigView& config) {
+  ModelSpec spec = read_model_spec(config);
+  const Family* f = find_family(spec.model_type);
+  if (!f)
+    throw Error(config.label() + ": model_type '" + spec.model_type + "' is not supported (supported: " +
+                family_list() + ")");
+  f->refine(config, spec);
+  check_runnable(config, spec);
+  return spec;
+}
+
+ModelWeights load_model(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder");
+  const auto config_path = dir / "config.json";
+  if (!std::filesystem::exists(config_path))
+    throw Error(config_path.string() + ": not found (every model folder needs config.json)");
+  const ConfigView config = ConfigView::load(config_path);
+  ModelSpec spec = runnable_spec(config);
+  const TensorNames names = find_family(spec.model_type)->tensor_names();
+  return load_weights(dir, std::move(spec), names);
+}
+
+}  // namespace keel::arch

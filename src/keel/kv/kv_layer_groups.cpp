@@ -1,0 +1,73 @@
+#include "keel/kv/kv_layer_groups.h"
+
+#include <string>
+
+#include "keel/util/error.h"
+
+namespace keel::kv {
+namespace {
+
+// "layer 3", "layers 0-4, 6-10": runs of consecutive layers, so a 62-layer pattern stays readable.
+std::string layer_list(const std::vector<int64_t>& layers) {
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(layers[i]);
+    if (j > i) out += "-" + std::to_string(layers[j]);
+    i = j + 1;
+  }
+  return (layers.size() == 1 ? "layer " : "layers ") + out;
+}
+
+std::string describe(const KvLayerGroup& g) {
+  std::string kind = attention_kind_name(g.attention);
+  if (g.attention == AttentionKind::Sliding) kind += " of " + std::to_string(g.window);
+  return layer_list(g.layers) + " (" + kind + ", " + std::to_string(g.kv_heads) + " KV heads of " +
+         std::to_string(g.head_dim) + ")";
+}
+
+}  // namespace
+
+std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec) {
+  if (spec.num_layers <= 0 || static_cast<int64_t>(spec.layers.size()) != spec.num_layers)
+    throw Error("KV pool: the model spec has " + std::to_string(spec.layers.size()) + " layer descriptions for " +
+                std::to_string(spec.num_layers) + " layers");
+  std::vector<KvLayerGroup> groups;
+  std::vector<int64_t> unstorable[3];  // Mla, Linear, SharedKv
+  for (int64_t i = 0; i < spec.num_layers; ++i) {
+    const LayerSpec& l = spec.layers[static_cast<size_t>(i)];
+    switch (l.attention) {
+      case AttentionKind::Mla: unstorable[0].push_back(i); continue;
+      case AttentionKind::Linear: unstorable[1].push_back(i); continue;
+      case AttentionKind::SharedKv: unstorable[2].push_back(i); continue;
+      case AttentionKind::Full:
+      case AttentionKind::Sliding: break;
+    }
+    if (l.num_kv_heads <= 0 || l.head_dim <= 0)
+      throw Error("KV pool: layer " + std::to_string(i) + " has no usable attention heads (" +
+                  std::to_string(l.num_kv_heads) + " KV heads of " + std::to_string(l.head_dim) + ")");
+    if (l.attention == AttentionKind::Sliding && l.window <= 0)
+      throw Error("KV pool: sliding-window layer " + std::to_string(i) + " has no window size");
+    const int64_t window = l.attention == AttentionKind::Sliding ? l.window : 0;
+    KvLayerGroup* group = nullptr;
+    for (KvLayerGroup& g : groups)
+      if (g.attention == l.attention && g.window == window && g.kv_heads == l.num_kv_heads && g.head_dim == l.head_dim)
+        group = &g;
+    if (group == nullptr) group = &groups.emplace_back(KvLayerGroup{l.attention, window, l.num_kv_heads, l.head_dim, {}});
+    group->layers.push_back(i);
+  }
+  const char* const names[3] = {"multi-head latent attention", "linear (recurrent) attention",
+                                "attention over another layer's KV cache"};
+  for (int k = 0; k < 3; ++k)
+    if (!unstorable[k].empty())
+      throw Error("the KV pool cannot store " + layer_list(unstorable[k]) + " of this " + spec.model_type +
+                  " model: they use " + names[k] + ", which keel does not run yet");
+  for (const KvLayerGroup& g : groups)
+    if (g.kv_heads != groups.front().kv_heads || g.head_dim != groups.front().head_dim)
+      throw Error("the KV pool needs one row shape for every cached layer, but " + describe(groups.front()) +
+                  " and " + describe(g) + " differ; per-group head sizes are not supported yet");
+  return groups;
+}
+
+}  // namespace keel::kv
