@@ -6,6 +6,7 @@
 
 #include "keel/arch/family.h"
 #include "keel/arch/model_loader.h"
+#include "keel/arch/synth.h"
 #include "keel/model/config_view.h"
 #include "keel/util/error.h"
 #include "test_support.h"
@@ -31,13 +32,13 @@ std::string refusal(const ConfigView& config) {
 }
 
 TEST(ArchFamily, RegistryFindsEachFamilyByModelType) {
-  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "gemma3_text"}) {
+  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3_text"}) {
     const arch::Family* f = arch::find_family(type);
     ASSERT_NE(f, nullptr) << type;
     EXPECT_EQ(f->model_type, type);
   }
   EXPECT_EQ(arch::find_family("gpt2"), nullptr);
-  EXPECT_EQ(arch::family_list(), "gemma3_text, llama, mistral, qwen2, qwen3");
+  EXPECT_EQ(arch::family_list(), "gemma3_text, llama, mistral, qwen2, qwen3, qwen3_moe");
 }
 
 TEST(ArchFamily, DenseQwenLayersFollowTheirFamily) {
@@ -95,15 +96,14 @@ TEST(ArchFamily, NestedTextConfigIsRead) {
 TEST(ArchFamily, UnsupportedFeaturesAreRefusedByConfigKey) {
   EXPECT_NE(refusal(model_config("tiny-qwen3next-random")).find("model_type 'qwen3_next' is not supported"),
             std::string::npos);
-  EXPECT_NE(refusal(model_config("tiny-qwen3moe-random")).find("model_type 'qwen3_moe' is not supported"),
-            std::string::npos);
+  EXPECT_NE(refusal(model_config("tiny-gptoss-random")).find("model_type 'gpt_oss' is not supported"), std::string::npos);
   // Known family, unsupported feature: the message names the key.
   ConfigView moe(nlohmann::json::parse(test::read_text(test::shared_dir() / "models/tiny-qwen3-random/config.json")),
                  "config.json");
   nlohmann::json j = moe.root();
   j["num_experts"] = 8;
   j["num_experts_per_tok"] = 2;
-  EXPECT_NE(refusal(ConfigView(j, "config.json")).find("key 'num_experts': a mixture-of-experts FFN is not supported yet"),
+  EXPECT_NE(refusal(ConfigView(j, "config.json")).find("key 'num_experts': a mixture-of-experts FFN in qwen3 is not supported yet"),
             std::string::npos);
   j = moe.root();
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
@@ -112,6 +112,52 @@ TEST(ArchFamily, UnsupportedFeaturesAreRefusedByConfigKey) {
   j["kv_lora_rank"] = 512;
   j["qk_rope_head_dim"] = 64;
   EXPECT_NE(refusal(ConfigView(j, "config.json")).find("key 'kv_lora_rank'"), std::string::npos);
+}
+
+TEST(ArchFamily, Qwen3MoeLayersAndMlxOverrides) {
+  const ModelSpec s = arch::runnable_spec(model_config("tiny-qwen3moe-random"));
+  ASSERT_EQ(s.layers.size(), 3u);
+  for (size_t i : {0u, 2u}) {
+    ASSERT_TRUE(s.layers[i].moe.has_value()) << i;
+    EXPECT_EQ(s.layers[i].moe->experts, 8);
+    EXPECT_EQ(s.layers[i].moe->experts_per_token, 2);
+    EXPECT_EQ(s.layers[i].moe->expert_ffn_dim, 128);
+    EXPECT_TRUE(s.layers[i].moe->norm_topk_prob);
+    EXPECT_TRUE(s.layers[i].qk_norm);
+  }
+  EXPECT_FALSE(s.layers[1].moe.has_value());  // mlp_only_layers: [1]
+  EXPECT_EQ(s.layers[1].ffn_dim, 192);
+
+  const ModelSpec mlx = arch::runnable_spec(model_config("tiny-qwen3moe-random-mlx4"));
+  ASSERT_TRUE(mlx.quantization.has_value());
+  EXPECT_EQ(mlx.quantization->bits, 4);
+  ASSERT_EQ(mlx.quantization_overrides.count("model.layers.0.mlp.gate"), 1u);
+  EXPECT_EQ(mlx.quantization_overrides.at("model.layers.0.mlp.gate").bits, 8);  // the router stays at 8 bits
+}
+
+// keel synth writes the experts under the names the loader reads; a decode step streams only the
+// experts a token is routed to.
+TEST(ArchFamily, SynthesizedMoeLoadsAndCountsActiveBytes) {
+  test::TempDir dir;
+  const auto config = test::shared_dir() / "models/tiny-qwen3moe-random/config.json";
+  for (WeightFormat format : {WeightFormat::BF16, WeightFormat::MLX4}) {
+    const auto out = dir.path() / weight_format_name(format);
+    SynthOptions o;
+    o.format = format;
+    synthesize_model(config, out, o);
+    const ModelWeights w = arch::load_model(out);
+    ASSERT_EQ(w.layers.size(), 3u);
+    ASSERT_EQ(w.layers[0].experts.size(), 8u);
+    EXPECT_TRUE(w.layers[1].experts.empty());  // the dense layer
+    EXPECT_EQ(w.layers[0].experts[7].down.format, format);
+    size_t all_experts = 0, one_expert = 0;
+    for (const auto& e : w.layers[0].experts) all_experts += e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
+    one_expert = all_experts / 8;
+    size_t dense_total = w.output().stored_bytes();
+    for (const auto& l : w.layers)
+      for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) dense_total += m->stored_bytes();
+    EXPECT_EQ(w.weight_bytes_per_token(), dense_total + 2 * 2 * one_expert);  // 2 MoE layers, top-2 of 8
+  }
 }
 
 TEST(ArchFamily, PlanDescribesWhatServeRefuses) {

@@ -52,7 +52,8 @@ struct Loaded {
 // sums each output in the same order whatever the number of tokens per call, and the pool reads a
 // token's K/V the same way whichever pass stored it.
 TEST(Engine, ChunkedPrefillEqualsOneShotBitForBit) {
-  for (const char* name : {"tiny-toolcaller", "tiny-toolcaller-mlx4", "tiny-llama3-random", "stories260K-hf"}) {
+  for (const char* name : {"tiny-toolcaller", "tiny-toolcaller-mlx4", "tiny-llama3-random", "stories260K-hf",
+                           "tiny-gemma3-random", "tiny-qwen3moe-random", "tiny-qwen3moe-random-mlx4"}) {
     Loaded m(test::shared_dir() / "models" / name);
     const auto prompt = sample_prompt(150, m.weights.spec.vocab_size);
     const auto roles = sample_roles(prompt.size());

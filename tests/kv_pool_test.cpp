@@ -80,7 +80,7 @@ int64_t quantized_blocks(const KvPolicy& policy, const Conversation& c) {
 
 TEST(KvPool, ChunkedPrefillEqualsOneShotUnderEveryPolicy) {
   // Gemma 3: five sliding-window layers (window 8, inside one block) to one full layer.
-  for (const char* name : {"tiny-toolcaller", "tiny-qwen3-random", "tiny-gemma3-random"}) {
+  for (const char* name : {"tiny-toolcaller", "tiny-qwen3-random", "tiny-gemma3-random", "tiny-qwen3moe-random-mlx4"}) {
     Model m(name);
     std::mt19937 rng(1);
     const Conversation c = random_conversation(rng, 150, m.weights.spec.vocab_size);
@@ -224,7 +224,11 @@ TEST(KvPool, RejectsConfigurationsItCannotServe) {
   s.num_kv_heads = 4;
   s.head_dim = 8;  // stories260K: too narrow for groups of 32
   s.max_position = 512;
-  s.layers.assign(2, LayerSpec{.num_heads = 8, .num_kv_heads = 4, .head_dim = 8});
+  LayerSpec layer;
+  layer.num_heads = 8;
+  layer.num_kv_heads = 4;
+  layer.head_dim = 8;
+  s.layers.assign(2, layer);
   EXPECT_THROW(KvPool(s, kBudget, KvPolicy::parse("int8"), true), Error);
   KvPool full(s, kBudget, KvPolicy::parse("full"), true);
   EXPECT_EQ(full.open(std::vector<int32_t>{1, 2}, std::vector<Role>(2, Role::user))->capacity(), 512);

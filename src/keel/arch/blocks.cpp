@@ -1,5 +1,9 @@
 #include "keel/arch/blocks.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
 #include "keel/ops/attention_params.h"
 #include "keel/ops/matmul.h"
 
@@ -84,6 +88,77 @@ void gated_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
   ops::matmul(w.down, ws.gate.data(), n, ws.h.data(), pool);
   post_norm(s, w.post_ffn_norm, n, ws);
   ops::add_inplace(ws.x.data(), ws.h.data(), n * d);
+}
+
+namespace {
+
+// Chooses each token's experts: softmax over the router logits (f32, like the reference), the k
+// most probable (ties: the lower expert index), optionally renormalized to sum to one.
+void route(const MoeSpec& moe, int64_t n, Workspace& ws) {
+  const int64_t e_count = moe.experts, k = moe.experts_per_token;
+  ws.chosen.resize(static_cast<size_t>(n * k));
+  ws.chosen_weight.resize(static_cast<size_t>(n * k));
+  std::vector<int64_t> order(static_cast<size_t>(e_count));
+  for (int64_t t = 0; t < n; ++t) {
+    float* p = ws.router.data() + t * e_count;  // (experts)
+    const float top = *std::max_element(p, p + e_count);
+    float sum = 0;
+    for (int64_t e = 0; e < e_count; ++e) sum += (p[e] = std::exp(p[e] - top));
+    for (int64_t e = 0; e < e_count; ++e) p[e] /= sum;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float chosen_sum = 0;
+    for (int64_t j = 0; j < k; ++j) chosen_sum += p[order[static_cast<size_t>(j)]];
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = order[static_cast<size_t>(j)];
+      ws.chosen[static_cast<size_t>(t * k + j)] = e;
+      ws.chosen_weight[static_cast<size_t>(t * k + j)] = moe.norm_topk_prob ? p[e] / chosen_sum : p[e];
+    }
+  }
+}
+
+}  // namespace
+
+void moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
+                   Workspace& ws) {
+  const MoeSpec& moe = *ls.moe;
+  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim, k = moe.experts_per_token;
+  norm_rows(s, w.ffn_norm, ws.x.data(), n, ws.h.data());
+  resize(ws.router, n * moe.experts);
+  ops::matmul(w.router, ws.h.data(), n, ws.router.data(), pool);
+  route(moe, n, ws);
+
+  ws.moe_out.assign(static_cast<size_t>(n * d), 0.0f);
+  for (int64_t e = 0; e < moe.experts; ++e) {
+    // The tokens routed to expert e, and the weight of each; the expert then runs once for all.
+    ws.expert_tokens.clear();
+    std::vector<float> weights;
+    for (int64_t slot = 0; slot < n * k; ++slot)
+      if (ws.chosen[static_cast<size_t>(slot)] == e) {
+        ws.expert_tokens.push_back(slot / k);
+        weights.push_back(ws.chosen_weight[static_cast<size_t>(slot)]);
+      }
+    const auto m = static_cast<int64_t>(ws.expert_tokens.size());
+    if (m == 0) continue;
+    resize(ws.expert_in, m * d);
+    for (int64_t i = 0; i < m; ++i)
+      std::copy_n(ws.h.data() + ws.expert_tokens[static_cast<size_t>(i)] * d, d, ws.expert_in.data() + i * d);
+    const ExpertWeights& x = w.experts[static_cast<size_t>(e)];
+    resize(ws.gate, m * ff);
+    resize(ws.up, m * ff);
+    ops::matmul(x.gate, ws.expert_in.data(), m, ws.gate.data(), pool);
+    ops::matmul(x.up, ws.expert_in.data(), m, ws.up.data(), pool);
+    ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), m * ff, ws.gate.data());
+    ops::matmul(x.down, ws.gate.data(), m, ws.expert_in.data(), pool);  // (m, dim), reusing the input rows
+    for (int64_t i = 0; i < m; ++i) {
+      float* out = ws.moe_out.data() + ws.expert_tokens[static_cast<size_t>(i)] * d;
+      const float* y = ws.expert_in.data() + i * d;
+      const float wt = weights[static_cast<size_t>(i)];
+      for (int64_t j = 0; j < d; ++j) out[j] += wt * y[j];
+    }
+  }
+  ops::add_inplace(ws.x.data(), ws.moe_out.data(), n * d);
 }
 
 }  // namespace keel::arch

@@ -26,6 +26,13 @@ struct Workspace {
   std::vector<float> attn;        // (n, q_dim) attention output before the output projection
   std::vector<float> gate, up;    // (n, ffn)
   std::vector<std::vector<float>> scores;  // per pool thread: (positions) attention scratch
+  // Mixture of experts
+  std::vector<float> router;        // (n, experts) router logits, then probabilities
+  std::vector<int64_t> chosen;      // (n, experts_per_token) expert of each routed slot
+  std::vector<float> chosen_weight;  // (n, experts_per_token) its weight
+  std::vector<int64_t> expert_tokens;  // (m) the tokens one expert runs
+  std::vector<float> expert_in;     // (m, dim) their normed inputs
+  std::vector<float> moe_out;       // (n, dim) the weighted sum of the experts' outputs
 };
 
 // out[t] = norm(in[t]) for `n` rows of the model's width.
@@ -39,5 +46,12 @@ void attention_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeig
 // x += ffn(norm(x)) with the layer's gated activation.
 void gated_ffn_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
                      Workspace& ws);
+
+// x += moe(norm(x)): the router's softmax over all experts picks experts_per_token of them per
+// token (renormalized with norm_topk_prob); each expert runs its gated FFN once over all the tokens
+// routed to it, and a token's output is the weighted sum of its experts', added in expert order.
+// Only the chosen experts' weights are read.
+void moe_ffn_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
+                   Workspace& ws);
 
 }  // namespace keel::arch

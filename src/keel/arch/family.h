@@ -24,6 +24,8 @@ struct Family {
   // key of anything the family cannot run.
   void (*refine)(const ConfigView& config, ModelSpec& spec);
   TensorNames (*tensor_names)();
+  // Whether its MoE layers are the shared block's kind (softmax router, then top-k; gated experts).
+  bool mixture_of_experts = false;
 };
 
 // The registered families, in a stable order.

@@ -10,7 +10,7 @@ namespace {
   throw Error(c.label() + ": key '" + std::string(key) + "': " + what + " is not supported yet");
 }
 
-void check_runnable(const ConfigView& c, const ModelSpec& s) {
+void check_runnable(const ConfigView& c, const ModelSpec& s, const Family& family) {
   if (s.intermediate_size <= 0 && !s.layers.empty() && !s.layers.front().moe)
     throw Error(c.label() + ": missing key 'intermediate_size' (needed for the FFN)");
   for (const LayerSpec& l : s.layers) {
@@ -22,7 +22,11 @@ void check_runnable(const ConfigView& c, const ModelSpec& s) {
         unsupported(c, c.has("layer_types") ? "layer_types" : "full_attention_interval", "linear attention");
       case AttentionKind::SharedKv: unsupported(c, "num_kv_shared_layers", "sharing KV between layers");
     }
-    if (l.moe) unsupported(c, c.has("num_experts") ? "num_experts" : "num_local_experts", "a mixture-of-experts FFN");
+    if (l.moe && !family.mixture_of_experts)
+      unsupported(c, c.has("num_experts") ? "num_experts" : "num_local_experts",
+                  "a mixture-of-experts FFN in " + std::string(family.model_type));
+    if (l.moe && l.moe->shared_expert_ffn_dim)
+      unsupported(c, c.has("n_shared_experts") ? "n_shared_experts" : "shared_expert_intermediate_size", "a shared expert");
     if (l.rope.scaling.kind == RopeScaling::Kind::Unsupported)
       throw Error(c.label() + ": rope_scaling type '" + l.rope.scaling.unsupported_type +
                   "' is not supported yet (supported: linear, llama3)");
@@ -46,7 +50,7 @@ ModelSpec runnable_spec(const ConfigView& config) {
     throw Error(config.label() + ": model_type '" + spec.model_type + "' is not supported (supported: " +
                 family_list() + ")");
   f->refine(config, spec);
-  check_runnable(config, spec);
+  check_runnable(config, spec, *f);
   return spec;
 }
 

@@ -155,9 +155,20 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
       p.vector(l + names.q_norm + ".weight", ls.head_dim, Fill::Ones);
       p.vector(l + names.k_norm + ".weight", ls.head_dim, Fill::Ones);
     }
-    p.matrix(l + names.gate, ls.ffn_dim, s.hidden_size);
-    p.matrix(l + names.up, ls.ffn_dim, s.hidden_size);
-    p.matrix(l + names.down, s.hidden_size, ls.ffn_dim);
+    if (ls.moe) {
+      const int64_t ff = ls.moe->expert_ffn_dim;
+      p.matrix(l + names.router, ls.moe->experts, s.hidden_size);
+      for (int64_t e = 0; e < ls.moe->experts; ++e) {
+        const std::string x = l + names.experts + std::to_string(e) + ".";
+        p.matrix(x + names.expert_gate, ff, s.hidden_size);
+        p.matrix(x + names.expert_up, ff, s.hidden_size);
+        p.matrix(x + names.expert_down, s.hidden_size, ff);
+      }
+    } else {
+      p.matrix(l + names.gate, ls.ffn_dim, s.hidden_size);
+      p.matrix(l + names.up, ls.ffn_dim, s.hidden_size);
+      p.matrix(l + names.down, s.hidden_size, ls.ffn_dim);
+    }
   }
   p.vector(names.final_norm + ".weight", s.hidden_size, Fill::Ones);
   if (!s.tie_word_embeddings) p.matrix(names.lm_head, s.vocab_size, s.hidden_size);

@@ -59,7 +59,10 @@ void Transformer::forward(std::span<const int32_t> tokens, KvCache& cache, std::
     const LayerSpec& ls = s.layers[static_cast<size_t>(layer)];
     const LayerWeights& lw = w_.layers[static_cast<size_t>(layer)];
     arch::attention_block(s, ls, lw, layer, *layer_rope_[static_cast<size_t>(layer)], n, pos0, cache, pool_, ws_);
-    arch::gated_ffn_block(s, ls, lw, n, pool_, ws_);
+    if (ls.moe)
+      arch::moe_ffn_block(s, ls, lw, n, pool_, ws_);
+    else
+      arch::gated_ffn_block(s, ls, lw, n, pool_, ws_);
   }
   cache.set_size(pos0 + n);
 

@@ -250,9 +250,23 @@ ModelSpec read_model_spec(const ConfigView& c) {
   if (const json* q = c.find("quantization")) {
     if (!q->is_object()) c.fail("quantization", "must be an object");
     ConfigView qc(*q, c.label() + " quantization");
-    MlxQuantization mq{static_cast<int>(qc.require_int("bits", "needed to read MLX weights")),
-                       static_cast<int>(qc.require_int("group_size", "needed to read MLX weights"))};
-    s.quantization = mq;
+    auto read_block = [&](const ConfigView& block) {
+      MlxQuantization mq;
+      mq.bits = static_cast<int>(block.require_int("bits", "needed to read MLX weights"));
+      mq.group_size = static_cast<int>(block.require_int("group_size", "needed to read MLX weights"));
+      mq.mode = block.optional_string("mode").value_or("affine");
+      return mq;
+    };
+    s.quantization = read_block(qc);
+    for (const auto& [module, value] : q->items()) {
+      if (value.is_object()) {
+        MlxQuantization o = read_block(ConfigView(value, c.label() + " quantization." + module));
+        if (!value.contains("mode")) o.mode = s.quantization->mode;
+        s.quantization_overrides[module] = o;
+      } else if (value.is_boolean() && !value.get<bool>()) {
+        s.quantization_overrides[module] = MlxQuantization{0, 0, s.quantization->mode};
+      }
+    }
   }
   if (const json* e = c.find("eos_token_id")) add_ids(*e, s.eos_token_ids);
   if (const json* b = c.find("bos_token_id"); b && b->is_number_integer()) s.bos_token_id = b->get<int32_t>();

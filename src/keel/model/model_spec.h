@@ -9,6 +9,7 @@
 // Plain data: built once at load, then read-only and safe to share between threads.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,8 +95,9 @@ struct LayerSpec {
 
 // MLX affine quantization of linear and embedding weights (config.json "quantization" block).
 struct MlxQuantization {
-  int bits = 4;
+  int bits = 4;  // 0: this module is not quantized (a per-module override of `false`)
   int group_size = 64;
+  std::string mode = "affine";  // mlx-lm's "mode"; keel reads affine only
 };
 
 struct ModelSpec {
@@ -115,6 +117,9 @@ struct ModelSpec {
   double final_softcap = 0;      // 0: none
   bool tie_word_embeddings = false;
   std::optional<MlxQuantization> quantization;
+  // mlx-lm's per-module settings inside "quantization", e.g. the router of an MoE layer kept at 8
+  // bits: module path ("model.layers.0.mlp.gate") -> its quantization.
+  std::map<std::string, MlxQuantization> quantization_overrides;
   std::vector<int32_t> eos_token_ids;  // from config.json only; see load_eos_token_ids()
   std::optional<int32_t> bos_token_id;
   std::vector<LayerSpec> layers;  // (num_layers)

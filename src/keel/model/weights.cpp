@@ -39,8 +39,15 @@ size_t Matrix::stored_bytes() const {
 
 size_t ModelWeights::weight_bytes_per_token() const {
   size_t b = output().stored_bytes();
-  for (const auto& l : layers)
-    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) b += m->stored_bytes();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerWeights& l = layers[i];
+    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) b += m->stored_bytes();
+    if (!l.experts.empty()) {
+      const ExpertWeights& e = l.experts.front();  // experts share one shape and format
+      const size_t one = e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
+      b += one * static_cast<size_t>(spec.layers[i].moe->experts_per_token);
+    }
+  }
   return b;
 }
 
@@ -135,49 +142,111 @@ void attach_data(Matrix& m, std::span<const uint8_t> bytes, size_t alignment) {
   m.data = m.realigned.data();
 }
 
-Matrix load_matrix(const TensorIndex& index, const std::string& prefix, int64_t rows, int64_t cols,
-                   const std::optional<MlxQuantization>& quant) {
-  Matrix m;
-  m.name = prefix + ".weight";
-  m.rows = rows;
-  m.cols = cols;
-  const auto& w = index.require(m.name);
-  const auto* scales = index.find(prefix + ".scales");
+// The quantization of one module: its per-module override, else the model's; nullopt when the
+// module is stored unquantized.
+std::optional<MlxQuantization> quantization_of(const ModelSpec& spec, const std::string& module) {
+  if (auto it = spec.quantization_overrides.find(module); it != spec.quantization_overrides.end())
+    return it->second.bits ? std::optional<MlxQuantization>(it->second) : std::nullopt;
+  return spec.quantization;
+}
 
+// The matrices of one tensor `prefix`.weight: a (rows, cols) weight, or with `stack` > 0 a
+// (stack, rows, cols) tensor of `stack` matrices (MLX's stacked experts), each used in place.
+std::vector<Matrix> load_matrices(const TensorIndex& index, const ModelSpec& spec, const std::string& prefix,
+                                  int64_t stack, int64_t rows, int64_t cols) {
+  const std::string name = prefix + ".weight";
+  const auto& w = index.require(name);
+  const auto* scales = index.find(prefix + ".scales");
+  auto shape = [&](int64_t last) {
+    std::vector<int64_t> sh;
+    if (stack) sh.push_back(stack);
+    sh.push_back(rows);
+    sh.push_back(last);
+    return sh;
+  };
+
+  WeightFormat format = WeightFormat::F32;
+  int group = 0;
+  std::vector<float> all_scales, all_biases;  // (stack, rows, cols / group)
   if (scales) {
-    if (!quant) tensor_error(w, "has MLX scales but config.json has no quantization block");
+    const auto quant = quantization_of(spec, prefix);
+    if (!quant)
+      tensor_error(w, spec.quantization ? "has MLX scales but config.json's quantization marks it unquantized"
+                                        : "has MLX scales but config.json has no quantization block");
     const int bits = quant->bits;
-    const int group = quant->group_size;
+    group = quant->group_size;
     if (w.info->dtype != DType::U32)
       tensor_error(w, "MLX-quantized weight must be U32, got " + std::string(dtype_name(w.info->dtype)));
     if (cols % group != 0 || (cols * bits) % 32 != 0)
       tensor_error(w, "input size " + std::to_string(cols) + " is not a multiple of the group size " + std::to_string(group));
-    expect_shape(w, {rows, cols * bits / 32});
+    expect_shape(w, shape(cols * bits / 32));
     const auto& biases = index.require(prefix + ".biases");
-    expect_shape(*scales, {rows, cols / group});
-    expect_shape(biases, {rows, cols / group});
-    m.format = bits == 4 ? WeightFormat::MLX4 : WeightFormat::MLX8;
-    m.group_size = group;
-    m.scales = to_floats(*scales);
-    m.biases = to_floats(biases);
-    // Kernels load a whole SIMD vector of scales at a time; padding keeps the last row's in bounds.
-    m.scales.resize(m.scales.size() + kMlxScalePadding, 0.0f);
-    m.biases.resize(m.biases.size() + kMlxScalePadding, 0.0f);
-    attach_data(m, w.file->data(*w.info), 4);
-    return m;
+    expect_shape(*scales, shape(cols / group));
+    expect_shape(biases, shape(cols / group));
+    format = bits == 4 ? WeightFormat::MLX4 : WeightFormat::MLX8;
+    all_scales = to_floats(*scales);
+    all_biases = to_floats(biases);
+  } else {
+    expect_shape(w, shape(cols));
+    switch (w.info->dtype) {
+      case DType::F32: format = WeightFormat::F32; break;
+      case DType::F16: format = WeightFormat::F16; break;
+      case DType::BF16: format = WeightFormat::BF16; break;
+      default:
+        tensor_error(w, "dtype " + std::string(dtype_name(w.info->dtype)) +
+                            " is not supported (F32, F16, BF16, or U32 with MLX scales and biases)");
+    }
   }
 
-  expect_shape(w, {rows, cols});
-  switch (w.info->dtype) {
-    case DType::F32: m.format = WeightFormat::F32; break;
-    case DType::F16: m.format = WeightFormat::F16; break;
-    case DType::BF16: m.format = WeightFormat::BF16; break;
-    default:
-      tensor_error(w, "dtype " + std::string(dtype_name(w.info->dtype)) +
-                          " is not supported (F32, F16, BF16, or U32 with MLX scales and biases)");
+  const auto bytes = w.file->data(*w.info);
+  const int64_t count = stack ? stack : 1;
+  std::vector<Matrix> out(static_cast<size_t>(count));
+  for (int64_t e = 0; e < count; ++e) {
+    Matrix& m = out[static_cast<size_t>(e)];
+    m.name = stack ? name + "[" + std::to_string(e) + "]" : name;
+    m.format = format;
+    m.rows = rows;
+    m.cols = cols;
+    const size_t size = m.row_bytes() * static_cast<size_t>(rows);
+    if (group) {
+      m.group_size = group;
+      const auto per = static_cast<ptrdiff_t>(rows * (cols / group));
+      m.scales.assign(all_scales.begin() + e * per, all_scales.begin() + (e + 1) * per);
+      m.biases.assign(all_biases.begin() + e * per, all_biases.begin() + (e + 1) * per);
+      // Kernels load a whole SIMD vector of scales at a time; padding keeps the last row's in bounds.
+      m.scales.resize(m.scales.size() + kMlxScalePadding, 0.0f);
+      m.biases.resize(m.biases.size() + kMlxScalePadding, 0.0f);
+    }
+    attach_data(m, bytes.subspan(static_cast<size_t>(e) * size, size), format == WeightFormat::BF16 || format == WeightFormat::F16 ? 2 : 4);
   }
-  attach_data(m, w.file->data(*w.info), m.format == WeightFormat::F32 ? 4 : 2);
-  return m;
+  return out;
+}
+
+Matrix load_matrix(const TensorIndex& index, const ModelSpec& spec, const std::string& prefix, int64_t rows,
+                   int64_t cols) {
+  return std::move(load_matrices(index, spec, prefix, 0, rows, cols).front());
+}
+
+// A mixture-of-experts FFN in either layout: per-expert tensors, or MLX's stacked ones.
+void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
+                  const std::string& p, LayerWeights& l) {
+  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim;
+  l.router = load_matrix(index, s, p + n.router, moe.experts, d);
+  l.experts.resize(static_cast<size_t>(moe.experts));
+  if (index.find(p + n.stacked_experts + n.expert_gate + ".weight")) {
+    auto gate = load_matrices(index, s, p + n.stacked_experts + n.expert_gate, moe.experts, ff, d);
+    auto up = load_matrices(index, s, p + n.stacked_experts + n.expert_up, moe.experts, ff, d);
+    auto down = load_matrices(index, s, p + n.stacked_experts + n.expert_down, moe.experts, d, ff);
+    for (size_t e = 0; e < l.experts.size(); ++e)
+      l.experts[e] = {std::move(gate[e]), std::move(up[e]), std::move(down[e])};
+    return;
+  }
+  for (int64_t e = 0; e < moe.experts; ++e) {
+    const std::string x = p + n.experts + std::to_string(e) + ".";
+    l.experts[static_cast<size_t>(e)] = {load_matrix(index, s, x + n.expert_gate, ff, d),
+                                         load_matrix(index, s, x + n.expert_up, ff, d),
+                                         load_matrix(index, s, x + n.expert_down, d, ff)};
+  }
 }
 
 std::vector<std::filesystem::path> weight_files(const std::filesystem::path& dir) {
@@ -192,6 +261,8 @@ std::vector<std::filesystem::path> weight_files(const std::filesystem::path& dir
 
 void check_quantization(const std::filesystem::path& dir, const MlxQuantization& q) {
   const std::string where = (dir / "config.json").string();
+  if (q.mode != "affine")
+    throw Error(where + ": quantization mode '" + q.mode + "' is not supported (affine)");
   if (q.bits != 4 && q.bits != 8)
     throw Error(where + ": quantization bits " + std::to_string(q.bits) + " is not supported (4 or 8)");
   if (q.group_size != 32 && q.group_size != 64 && q.group_size != 128)
@@ -209,7 +280,6 @@ std::vector<float> vector_if(const TensorIndex& index, bool wanted, const std::s
 LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n,
                         int64_t i) {
   const std::string p = n.layer_prefix + std::to_string(i) + ".";
-  const auto& q = s.quantization;
   const int64_t d = s.hidden_size;
   LayerWeights l;
   l.attn_norm = load_vector(index, p + n.attn_norm + ".weight", d);
@@ -218,10 +288,10 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
     l.post_attn_norm = load_vector(index, p + n.post_attn_norm + ".weight", d);
     l.post_ffn_norm = load_vector(index, p + n.post_ffn_norm + ".weight", d);
   }
-  l.wq = load_matrix(index, p + n.q, ls.q_dim(), d, q);
-  l.wk = load_matrix(index, p + n.k, ls.kv_dim(), d, q);
-  l.wv = load_matrix(index, p + n.v, ls.kv_dim(), d, q);
-  l.wo = load_matrix(index, p + n.o, d, ls.q_dim(), q);
+  l.wq = load_matrix(index, s, p + n.q, ls.q_dim(), d);
+  l.wk = load_matrix(index, s, p + n.k, ls.kv_dim(), d);
+  l.wv = load_matrix(index, s, p + n.v, ls.kv_dim(), d);
+  l.wo = load_matrix(index, s, p + n.o, d, ls.q_dim());
   const std::string no_bias = "config.json declares no attention bias for this architecture";
   l.bq = vector_if(index, ls.qkv_bias, p + n.q + ".bias", ls.q_dim(), no_bias);
   l.bk = vector_if(index, ls.qkv_bias, p + n.k + ".bias", ls.kv_dim(), no_bias);
@@ -230,9 +300,13 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
   const std::string no_qk = "this architecture has no q/k norm";
   l.q_norm = vector_if(index, ls.qk_norm, p + n.q_norm + ".weight", ls.head_dim, no_qk);
   l.k_norm = vector_if(index, ls.qk_norm, p + n.k_norm + ".weight", ls.head_dim, no_qk);
-  l.gate = load_matrix(index, p + n.gate, ls.ffn_dim, d, q);
-  l.up = load_matrix(index, p + n.up, ls.ffn_dim, d, q);
-  l.down = load_matrix(index, p + n.down, d, ls.ffn_dim, q);
+  if (ls.moe) {
+    load_experts(index, s, *ls.moe, n, p, l);
+    return l;
+  }
+  l.gate = load_matrix(index, s, p + n.gate, ls.ffn_dim, d);
+  l.up = load_matrix(index, s, p + n.up, ls.ffn_dim, d);
+  l.down = load_matrix(index, s, p + n.down, d, ls.ffn_dim);
   return l;
 }
 
@@ -241,6 +315,8 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
 ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names) {
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder");
   if (spec.quantization) check_quantization(dir, *spec.quantization);
+  for (const auto& [module, q] : spec.quantization_overrides)
+    if (q.bits) check_quantization(dir, q);
   ModelWeights w;
   w.dir = dir;
   w.spec = std::move(spec);
@@ -250,10 +326,9 @@ ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, cons
   for (const auto& f : weight_files(dir)) index.add_file(f);
 
   const ModelSpec& s = w.spec;
-  const auto& q = s.quantization;
-  w.embed = load_matrix(index, names.embed, s.vocab_size, s.hidden_size, q);
+  w.embed = load_matrix(index, s, names.embed, s.vocab_size, s.hidden_size);
   if (index.find(names.lm_head + ".weight")) {
-    w.lm_head = load_matrix(index, names.lm_head, s.vocab_size, s.hidden_size, q);
+    w.lm_head = load_matrix(index, s, names.lm_head, s.vocab_size, s.hidden_size);
   } else if (!s.tie_word_embeddings) {
     throw Error(dir.string() + ": tensor '" + names.lm_head + ".weight' is missing and tie_word_embeddings is false");
   }

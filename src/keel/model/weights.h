@@ -65,6 +65,19 @@ struct TensorNames {
   std::string q = "self_attn.q_proj", k = "self_attn.k_proj", v = "self_attn.v_proj", o = "self_attn.o_proj";
   std::string q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm";
   std::string gate = "mlp.gate_proj", up = "mlp.up_proj", down = "mlp.down_proj";
+  // Mixture-of-experts layers: the router, and each expert's gated FFN either per expert
+  // (experts + e + "." + expert_gate) or stacked with a leading expert dimension, as MLX folders
+  // ship them (stacked_experts + expert_gate).
+  std::string router = "mlp.gate";
+  std::string experts = "mlp.experts.";
+  std::string stacked_experts = "mlp.switch_mlp.";
+  std::string expert_gate = "gate_proj", expert_up = "up_proj", expert_down = "down_proj";
+};
+
+// One expert of a mixture-of-experts FFN: a gated FFN of its own.
+struct ExpertWeights {
+  Matrix gate, up;  // (expert_ffn, dim)
+  Matrix down;      // (dim, expert_ffn)
 };
 
 // One decoder layer; vectors the spec rules out are empty.
@@ -80,8 +93,10 @@ struct LayerWeights {
   std::vector<float> bk, bv;          // (kv_dim)
   std::vector<float> bo;              // (dim)
   std::vector<float> q_norm, k_norm;  // (head_dim), shared by every head
-  Matrix gate, up;                    // (ffn, dim)
+  Matrix gate, up;                    // (ffn, dim) dense FFN; empty in MoE layers
   Matrix down;                        // (dim, ffn)
+  Matrix router;                      // (experts, dim) MoE layers only
+  std::vector<ExpertWeights> experts;  // (experts) MoE layers only
 };
 
 struct ModelWeights {
@@ -96,7 +111,9 @@ struct ModelWeights {
 
   const Matrix& output() const { return lm_head.rows ? lm_head : embed; }
   WeightFormat format() const { return embed.format; }
-  size_t weight_bytes_per_token() const;  // bytes a decode step streams through (all layers + lm_head)
+  // Bytes a decode step streams through: every layer's attention, router and the experts one token
+  // is routed to (experts_per_token of them, not all), plus the output projection.
+  size_t weight_bytes_per_token() const;
 };
 
 // Loads the weights of a model described by `spec` (model.safetensors or the shards of
