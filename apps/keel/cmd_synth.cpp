@@ -10,7 +10,7 @@
 namespace keel::cli {
 
 int synth_command(const CommandArgs& argv) {
-  Args args(argv, {"config", "dtype", "out", "seed", "group-size"});
+  Args args(argv, {"config", "dtype", "out", "seed", "group-size", "layers"});
   std::filesystem::path config = args.require("config");
   if (std::filesystem::is_directory(config)) config /= "config.json";
   const std::string dtype = args.get_or("dtype", "bf16");
@@ -25,6 +25,8 @@ int synth_command(const CommandArgs& argv) {
   if (o.mlx_group_size != 32 && o.mlx_group_size != 64 && o.mlx_group_size != 128)
     throw Error("--group-size must be 32, 64 or 128");
   o.seed = static_cast<uint64_t>(args.get_int("seed", 1));
+  o.layers = args.get_int("layers", 0);
+  if (o.layers < 0) throw Error("--layers must be positive (0: all of the config's layers)");
   const std::filesystem::path out = args.require("out");
   const uint64_t bytes = synthesize_model(config, out, o);
   std::fprintf(stderr, "keel: wrote %s (%s, %.1f MB of weights)\n", out.string().c_str(), dtype.c_str(),

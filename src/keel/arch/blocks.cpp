@@ -65,8 +65,13 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
     const int64_t h = static_cast<int64_t>(task) % ls.num_heads;
     auto& scratch = ws.scores[static_cast<size_t>(thread)];
     if (scratch.size() < static_cast<size_t>(pos0 + t + 1)) scratch.resize(static_cast<size_t>(cache.capacity()));
+    ops::AttentionParams head_params = params;
+    if (ls.attention_sinks) {
+      head_params.has_sink = true;
+      head_params.sink = w.sinks[static_cast<size_t>(h)];
+    }
     cache.attend(layer, ops::kv_head_of(h, ls.num_heads, ls.num_kv_heads), ws.q.data() + t * qd + h * hd, pos0 + t + 1,
-                 params, scratch.data(), ws.attn.data() + t * qd + h * hd);
+                 head_params, scratch.data(), ws.attn.data() + t * qd + h * hd);
   });
 
   ops::matmul(w.wo, ws.attn.data(), n, ws.h.data(), pool);
@@ -92,8 +97,18 @@ void gated_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
 
 namespace {
 
-// Chooses each token's experts: softmax over the router logits (f32, like the reference), the k
-// most probable (ties: the lower expert index), optionally renormalized to sum to one.
+// p[0..n) = softmax(p[0..n)), in f32 like the reference.
+void softmax_inplace(float* p, int64_t n) {
+  const float top = *std::max_element(p, p + n);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += (p[i] = std::exp(p[i] - top));
+  for (int64_t i = 0; i < n; ++i) p[i] /= sum;
+}
+
+// Chooses each token's experts from the router logits: the k largest (ties: the lower expert
+// index), weighted by the softmax over all experts (optionally renormalized over the chosen) or,
+// with softmax_after_topk, by the softmax over the chosen logits alone. Softmax keeps the order,
+// so choosing before or after it picks the same experts.
 void route(const MoeSpec& moe, int64_t n, Workspace& ws) {
   const int64_t e_count = moe.experts, k = moe.experts_per_token;
   ws.chosen.resize(static_cast<size_t>(n * k));
@@ -101,21 +116,49 @@ void route(const MoeSpec& moe, int64_t n, Workspace& ws) {
   std::vector<int64_t> order(static_cast<size_t>(e_count));
   for (int64_t t = 0; t < n; ++t) {
     float* p = ws.router.data() + t * e_count;  // (experts)
-    const float top = *std::max_element(p, p + e_count);
-    float sum = 0;
-    for (int64_t e = 0; e < e_count; ++e) sum += (p[e] = std::exp(p[e] - top));
-    for (int64_t e = 0; e < e_count; ++e) p[e] /= sum;
+    if (!moe.softmax_after_topk) softmax_inplace(p, e_count);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float chosen_sum = 0;
-    for (int64_t j = 0; j < k; ++j) chosen_sum += p[order[static_cast<size_t>(j)]];
+    int64_t* chosen = ws.chosen.data() + t * k;
+    float* weight = ws.chosen_weight.data() + t * k;  // (k)
     for (int64_t j = 0; j < k; ++j) {
-      const int64_t e = order[static_cast<size_t>(j)];
-      ws.chosen[static_cast<size_t>(t * k + j)] = e;
-      ws.chosen_weight[static_cast<size_t>(t * k + j)] = moe.norm_topk_prob ? p[e] / chosen_sum : p[e];
+      chosen[j] = order[static_cast<size_t>(j)];
+      weight[j] = p[chosen[j]];
+    }
+    if (moe.softmax_after_topk) {
+      softmax_inplace(weight, k);
+    } else if (moe.norm_topk_prob) {
+      const float sum = std::accumulate(weight, weight + k, 0.0f);
+      for (int64_t j = 0; j < k; ++j) weight[j] /= sum;
     }
   }
+}
+
+// rows (m, size) += bias (size) on every row.
+void add_rows(float* rows, int64_t m, const std::vector<float>& bias) {
+  const auto size = static_cast<int64_t>(bias.size());
+  for (int64_t i = 0; i < m; ++i) ops::add_inplace(rows + i * size, bias.data(), size);
+}
+
+// expert_in (m, dim) -> expert_in (m, dim): one expert's FFN over the m tokens routed to it.
+void run_expert(const LayerSpec& ls, const MoeSpec& moe, const ExpertWeights& x, int64_t m, ThreadPool& pool,
+                Workspace& ws) {
+  const int64_t ff = moe.expert_ffn_dim;
+  if (x.gate_up.rows) {
+    resize(ws.gate, m * 2 * ff);
+    ops::matmul(x.gate_up, ws.expert_in.data(), m, ws.gate.data(), pool);  // (m, 2 ff) interleaved
+    add_rows(ws.gate.data(), m, x.gate_up_bias);
+    ops::clamped_swiglu(ws.gate.data(), m, ff, static_cast<float>(moe.swiglu_limit), ws.gate.data());
+  } else {
+    resize(ws.gate, m * ff);
+    resize(ws.up, m * ff);
+    ops::matmul(x.gate, ws.expert_in.data(), m, ws.gate.data(), pool);
+    ops::matmul(x.up, ws.expert_in.data(), m, ws.up.data(), pool);
+    ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), m * ff, ws.gate.data());
+  }
+  ops::matmul(x.down, ws.gate.data(), m, ws.expert_in.data(), pool);  // (m, dim), reusing the input rows
+  if (!x.down_bias.empty()) add_rows(ws.expert_in.data(), m, x.down_bias);
 }
 
 }  // namespace
@@ -123,10 +166,11 @@ void route(const MoeSpec& moe, int64_t n, Workspace& ws) {
 void moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
                    Workspace& ws) {
   const MoeSpec& moe = *ls.moe;
-  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim, k = moe.experts_per_token;
+  const int64_t d = s.hidden_size, k = moe.experts_per_token;
   norm_rows(s, w.ffn_norm, ws.x.data(), n, ws.h.data());
   resize(ws.router, n * moe.experts);
   ops::matmul(w.router, ws.h.data(), n, ws.router.data(), pool);
+  if (!w.router_bias.empty()) add_rows(ws.router.data(), n, w.router_bias);
   route(moe, n, ws);
 
   ws.moe_out.assign(static_cast<size_t>(n * d), 0.0f);
@@ -144,13 +188,7 @@ void moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& 
     resize(ws.expert_in, m * d);
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(ws.h.data() + ws.expert_tokens[static_cast<size_t>(i)] * d, d, ws.expert_in.data() + i * d);
-    const ExpertWeights& x = w.experts[static_cast<size_t>(e)];
-    resize(ws.gate, m * ff);
-    resize(ws.up, m * ff);
-    ops::matmul(x.gate, ws.expert_in.data(), m, ws.gate.data(), pool);
-    ops::matmul(x.up, ws.expert_in.data(), m, ws.up.data(), pool);
-    ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), m * ff, ws.gate.data());
-    ops::matmul(x.down, ws.gate.data(), m, ws.expert_in.data(), pool);  // (m, dim), reusing the input rows
+    run_expert(ls, moe, w.experts[static_cast<size_t>(e)], m, pool, ws);
     for (int64_t i = 0; i < m; ++i) {
       float* out = ws.moe_out.data() + ws.expert_tokens[static_cast<size_t>(i)] * d;
       const float* y = ws.expert_in.data() + i * d;

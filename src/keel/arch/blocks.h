@@ -47,10 +47,10 @@ void attention_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeig
 void gated_ffn_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
                      Workspace& ws);
 
-// x += moe(norm(x)): the router's softmax over all experts picks experts_per_token of them per
-// token (renormalized with norm_topk_prob); each expert runs its gated FFN once over all the tokens
-// routed to it, and a token's output is the weighted sum of its experts', added in expert order.
-// Only the chosen experts' weights are read.
+// x += moe(norm(x)): the router picks experts_per_token experts per token (MoeSpec says how they
+// are weighted); each expert runs its gated FFN (or gpt-oss's fused, clamped one) once over all
+// the tokens routed to it, and a token's output is the weighted sum of its experts', added in
+// expert order. Only the chosen experts' weights are read.
 void moe_ffn_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
                    Workspace& ws);
 

@@ -24,7 +24,7 @@ struct Family {
   // key of anything the family cannot run.
   void (*refine)(const ConfigView& config, ModelSpec& spec);
   TensorNames (*tensor_names)();
-  // Whether its MoE layers are the shared block's kind (softmax router, then top-k; gated experts).
+  // Whether the family runs MoE layers (the shared block's kinds, as its refined MoeSpec says).
   bool mixture_of_experts = false;
 };
 

@@ -24,7 +24,7 @@ struct PlannedTensor {
   std::string name;
   const char* dtype;
   std::vector<int64_t> shape;
-  enum class Fill { Weight, Ones, SmallBias, MlxWords, MlxScales, MlxBiases } fill;
+  enum class Fill { Weight, Ones, SmallBias, MlxWords, MlxScales, MlxBiases, Mxfp4Blocks, Mxfp4Scales } fill;
   uint64_t bytes = 0;
 };
 
@@ -57,6 +57,14 @@ class Planner {
     }
   }
   void vector(const std::string& name, int64_t n, PlannedTensor::Fill fill) { add(name, dense_dtype(), {n}, fill); }
+  // gpt-oss experts as OpenAI ships them: (stack, rows, cols) MXFP4 blocks and scales, and a
+  // (stack, rows) bias.
+  void mxfp4_experts(const std::string& prefix, int64_t stack, int64_t rows, int64_t cols) {
+    if (cols % 32 != 0) throw Error(prefix + ": input size " + std::to_string(cols) + " is not a multiple of 32");
+    add(prefix + "_blocks", "U8", {stack, rows, cols / 32, 16}, PlannedTensor::Fill::Mxfp4Blocks);
+    add(prefix + "_scales", "U8", {stack, rows, cols / 32}, PlannedTensor::Fill::Mxfp4Scales);
+    add(prefix + "_bias", dense_dtype(), {stack, rows}, PlannedTensor::Fill::SmallBias);
+  }
 
   std::vector<PlannedTensor> tensors;
 
@@ -67,7 +75,8 @@ class Planner {
   void add(std::string name, const char* dtype, std::vector<int64_t> shape, PlannedTensor::Fill fill) {
     uint64_t n = 1;
     for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-    const uint64_t elem = std::string(dtype) == "F32" || std::string(dtype) == "U32" ? 4 : 2;
+    const std::string type = dtype;
+    const uint64_t elem = type == "F32" || type == "U32" ? 4 : type == "U8" ? 1 : 2;
     tensors.push_back({std::move(name), dtype, std::move(shape), fill, n * elem});
   }
   const SynthOptions& o_;
@@ -79,7 +88,10 @@ void write_tensor(std::ofstream& out, const PlannedTensor& t, Random& rng, float
   for (uint64_t done = 0; done < t.bytes; done += kChunk) {
     const uint64_t n = std::min(kChunk, t.bytes - done);
     buf.resize(n);
-    if (t.fill == PlannedTensor::Fill::MlxWords) {
+    if (t.fill == PlannedTensor::Fill::Mxfp4Scales) {
+      // 2^(e - 127) with e = 119: the largest code (6) becomes 6/256, about weight_scale.
+      std::fill(buf.begin(), buf.end(), uint8_t{119});
+    } else if (t.fill == PlannedTensor::Fill::MlxWords || t.fill == PlannedTensor::Fill::Mxfp4Blocks) {
       for (uint64_t i = 0; i + 8 <= n; i += 8) {
         uint64_t r = rng.next();
         std::memcpy(buf.data() + i, &r, 8);
@@ -109,6 +121,19 @@ void write_tensor(std::ofstream& out, const PlannedTensor& t, Random& rng, float
   }
 }
 
+// Keeps the first `layers` decoder layers: num_hidden_layers and the per-layer lists shrink with it.
+void truncate_layers(nlohmann::ordered_json& config, int64_t layers) {
+  nlohmann::ordered_json& c = config.contains("text_config") ? config["text_config"] : config;
+  const int64_t total = c.value("num_hidden_layers", int64_t{0});
+  if (layers > total)
+    throw Error("--layers " + std::to_string(layers) + " is more than the config's " + std::to_string(total) + " layers");
+  c["num_hidden_layers"] = layers;
+  if (c.contains("layer_types") && c["layer_types"].is_array()) {
+    auto& types = c["layer_types"];
+    types.erase(types.begin() + layers, types.end());
+  }
+}
+
 }  // namespace
 
 uint64_t synthesize_model(const std::filesystem::path& config_json, const std::filesystem::path& out_dir,
@@ -119,6 +144,7 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
   if (config.is_discarded()) throw Error(config_json.string() + ": not valid JSON");
   config.erase("quantization");
   config.erase("quantization_config");
+  if (o.layers > 0) truncate_layers(config, o.layers);
   const bool mlx = o.format == WeightFormat::MLX4 || o.format == WeightFormat::MLX8;
   if (mlx) {
     const int bits = o.format == WeightFormat::MLX4 ? 4 : 8;
@@ -127,6 +153,14 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
   config["torch_dtype"] = o.format == WeightFormat::F32 ? "float32" : o.format == WeightFormat::F16 ? "float16" : "bfloat16";
   const ModelSpec s = runnable_spec(ConfigView(nlohmann::json::parse(config.dump()), config_json.string()));
   const TensorNames names = find_family(s.model_type)->tensor_names();
+  const bool mxfp4_experts = !names.expert_gate_up.empty();
+  if (mxfp4_experts) {
+    // gpt-oss ships its experts in MXFP4 and everything else unquantized; keel reads that form.
+    if (mlx) throw Error(s.model_type + ": keel synth writes MXFP4 experts with bf16, f16 or f32 elsewhere (no MLX form)");
+    config["quantization_config"] = {{"quant_method", "mxfp4"},
+                                     {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                 "model.embed_tokens", "lm_head"}}};
+  }
 
   // The tensors load_weights() will look for, under the family's names.
   Planner p(o);
@@ -155,7 +189,14 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
       p.vector(l + names.q_norm + ".weight", ls.head_dim, Fill::Ones);
       p.vector(l + names.k_norm + ".weight", ls.head_dim, Fill::Ones);
     }
-    if (ls.moe) {
+    if (ls.attention_sinks) p.vector(l + names.attention_sinks, ls.num_heads, Fill::SmallBias);
+    if (ls.moe && mxfp4_experts) {
+      const int64_t ff = ls.moe->expert_ffn_dim, experts = ls.moe->experts;
+      p.matrix(l + names.router, experts, s.hidden_size);
+      p.vector(l + names.router + ".bias", experts, Fill::SmallBias);
+      p.mxfp4_experts(l + names.stacked_experts + names.expert_gate_up, experts, 2 * ff, s.hidden_size);
+      p.mxfp4_experts(l + names.stacked_experts + names.expert_down, experts, s.hidden_size, ff);
+    } else if (ls.moe) {
       const int64_t ff = ls.moe->expert_ffn_dim;
       p.matrix(l + names.router, ls.moe->experts, s.hidden_size);
       for (int64_t e = 0; e < ls.moe->experts; ++e) {

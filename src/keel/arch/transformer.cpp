@@ -4,17 +4,6 @@
 #include "keel/util/error.h"
 
 namespace keel {
-namespace {
-
-bool same_rope(const RopeSpec& a, const RopeSpec& b) {
-  return a.theta == b.theta && a.scaling.kind == b.scaling.kind && a.scaling.factor == b.scaling.factor &&
-         a.scaling.low_freq_factor == b.scaling.low_freq_factor &&
-         a.scaling.high_freq_factor == b.scaling.high_freq_factor &&
-         a.scaling.original_max_position == b.scaling.original_max_position;
-}
-
-}  // namespace
-
 Transformer::Transformer(const ModelWeights& weights, ThreadPool& pool) : w_(weights), pool_(pool) {
   // Sliding and global layers may rotate differently (Gemma); layers that agree share a table.
   std::vector<std::pair<const LayerSpec*, size_t>> seen;
@@ -22,7 +11,7 @@ Transformer::Transformer(const ModelWeights& weights, ThreadPool& pool) : w_(wei
   for (const LayerSpec& l : w_.spec.layers) {
     size_t i = ropes_.size();
     for (const auto& [other, j] : seen)
-      if (other->head_dim == l.head_dim && same_rope(other->rope, l.rope)) i = j;
+      if (other->head_dim == l.head_dim && other->rope == l.rope) i = j;
     if (i == ropes_.size()) {
       ropes_.emplace_back(l.rope, l.head_dim);
       seen.emplace_back(&l, i);

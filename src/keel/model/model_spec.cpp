@@ -120,9 +120,19 @@ RopeScaling read_rope_scaling(const ConfigView& c) {
     rs.original_max_position = positive_or(block, "original_max_position_embeddings", 8192);
     if (rs.high_freq_factor <= rs.low_freq_factor)
       c.fail("rope_scaling", "needs high_freq_factor > low_freq_factor");
+  } else if (type == "yarn" && !block.has("mscale") && !block.has("mscale_all_dim")) {
+    // (DeepSeek's mscale pair changes the attention factor; keel runs no such model, so that
+    // variant stays unsupported below and is refused by name.)
+    rs.kind = RopeScaling::Kind::Yarn;
+    rs.original_max_position = positive_or(block, "original_max_position_embeddings", c.optional_int("max_position_embeddings").value_or(4096));
+    rs.beta_fast = block.optional_number("beta_fast").value_or(32.0);
+    rs.beta_slow = block.optional_number("beta_slow").value_or(1.0);
+    rs.truncate = block.optional_bool("truncate").value_or(true);
+    rs.attention_factor = block.optional_number("attention_factor")
+                              .value_or(rs.factor <= 1.0 ? 1.0 : 0.1 * std::log(rs.factor) + 1.0);
   } else {
     rs.kind = RopeScaling::Kind::Unsupported;
-    rs.unsupported_type = type;
+    rs.unsupported_type = type == "yarn" ? "yarn with mscale" : type;
   }
   return rs;
 }

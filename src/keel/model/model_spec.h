@@ -28,18 +28,26 @@ enum class AttentionKind {
 const char* attention_kind_name(AttentionKind kind);
 
 struct RopeScaling {
-  enum class Kind { None, Linear, Llama3, Unsupported };
+  enum class Kind { None, Linear, Llama3, Yarn, Unsupported };
   Kind kind = Kind::None;
-  std::string unsupported_type;  // Unsupported: the config's rope_type, e.g. "yarn"
+  std::string unsupported_type;  // Unsupported: the config's rope_type, e.g. "longrope"
   double factor = 1.0;
   double low_freq_factor = 1.0;   // Llama3
   double high_freq_factor = 4.0;  // Llama3
-  int64_t original_max_position = 8192;
+  int64_t original_max_position = 8192;  // Llama3, Yarn
+  double beta_fast = 32.0;  // Yarn: rotations per context where interpolation stops
+  double beta_slow = 1.0;   // Yarn: ... and where it is complete
+  bool truncate = true;     // Yarn: round the ramp bounds to whole dimensions
+  double attention_factor = 1.0;  // Yarn: multiplies cos and sin (0.1 ln(factor) + 1 by default)
+
+  bool operator==(const RopeScaling&) const = default;
 };
 
 struct RopeSpec {
   double theta = 10000.0;
   RopeScaling scaling;
+
+  bool operator==(const RopeSpec&) const = default;
 };
 
 enum class NormKind {
@@ -60,13 +68,19 @@ struct LinearAttentionDims {
   int64_t key_heads = 0, value_heads = 0, key_head_dim = 0, value_head_dim = 0, conv_kernel = 0;
 };
 
-// A mixture-of-experts FFN: a router picks experts_per_token of `experts` SwiGLU experts per token.
+// A mixture-of-experts FFN: a router picks experts_per_token of `experts` gated experts per token.
+// Two kinds: Qwen's (softmax over all experts, then the top k, optionally renormalized; SwiGLU
+// experts without bias) and gpt-oss's (router with bias, the top k logits then a softmax over just
+// them; experts with biases and a clamped SwiGLU over gate/up rows fused and interleaved).
 struct MoeSpec {
   int64_t experts = 0;
   int64_t experts_per_token = 0;
   int64_t expert_ffn_dim = 0;
   int64_t shared_expert_ffn_dim = 0;  // 0: no shared expert
   bool norm_topk_prob = false;        // renormalize the chosen experts' weights to sum to one
+  bool softmax_after_topk = false;    // gpt-oss: softmax over the chosen k logits only
+  bool biases = false;                // gpt-oss: router and expert projections have biases
+  double swiglu_limit = 0;            // > 0: gpt-oss's clamped SwiGLU (see ops::clamped_swiglu)
 };
 
 struct LayerSpec {

@@ -16,6 +16,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::BF16: return "bf16";
     case WeightFormat::MLX4: return "mlx4";
     case WeightFormat::MLX8: return "mlx8";
+    case WeightFormat::MXFP4: return "mxfp4";
   }
   return "?";
 }
@@ -27,6 +28,7 @@ size_t Matrix::row_bytes() const {
     case WeightFormat::BF16: return static_cast<size_t>(cols) * 2;
     case WeightFormat::MLX4:
     case WeightFormat::MLX8: return static_cast<size_t>(cols) * bits() / 8;
+    case WeightFormat::MXFP4: return static_cast<size_t>(cols) / 2;
   }
   return 0;
 }
@@ -34,6 +36,7 @@ size_t Matrix::row_bytes() const {
 size_t Matrix::stored_bytes() const {
   size_t b = row_bytes() * static_cast<size_t>(rows);
   if (group_size) b += static_cast<size_t>(rows) * static_cast<size_t>(cols / group_size) * 2 * 2;  // 16-bit scale + bias
+  if (format == WeightFormat::MXFP4) b += static_cast<size_t>(rows) * static_cast<size_t>(cols / 32);  // e8m0 exponents
   return b;
 }
 
@@ -44,7 +47,7 @@ size_t ModelWeights::weight_bytes_per_token() const {
     for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) b += m->stored_bytes();
     if (!l.experts.empty()) {
       const ExpertWeights& e = l.experts.front();  // experts share one shape and format
-      const size_t one = e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
+      const size_t one = e.gate.stored_bytes() + e.up.stored_bytes() + e.gate_up.stored_bytes() + e.down.stored_bytes();
       b += one * static_cast<size_t>(spec.layers[i].moe->experts_per_token);
     }
   }
@@ -227,9 +230,72 @@ Matrix load_matrix(const TensorIndex& index, const ModelSpec& spec, const std::s
   return std::move(load_matrices(index, spec, prefix, 0, rows, cols).front());
 }
 
+// gpt-oss's MXFP4 experts as OpenAI ships them: `prefix`_blocks U8 (stack, rows, cols/32, 16) and
+// `prefix`_scales U8 (stack, rows, cols/32), used in place.
+std::vector<Matrix> load_mxfp4_matrices(const TensorIndex& index, const std::string& prefix, int64_t stack,
+                                        int64_t rows, int64_t cols) {
+  const auto& blocks = index.require(prefix + "_blocks");
+  const auto& scales = index.require(prefix + "_scales");
+  if (blocks.info->dtype != DType::U8 || scales.info->dtype != DType::U8)
+    tensor_error(blocks, "MXFP4 blocks and scales must be U8");
+  if (cols % 32 != 0) tensor_error(blocks, "input size " + std::to_string(cols) + " is not a multiple of 32");
+  expect_shape(blocks, {stack, rows, cols / 32, 16});
+  expect_shape(scales, {stack, rows, cols / 32});
+  const auto block_bytes = blocks.file->data(*blocks.info);
+  const auto scale_bytes = scales.file->data(*scales.info);
+  std::vector<Matrix> out(static_cast<size_t>(stack));
+  for (int64_t e = 0; e < stack; ++e) {
+    Matrix& m = out[static_cast<size_t>(e)];
+    m.name = prefix + "[" + std::to_string(e) + "]";
+    m.format = WeightFormat::MXFP4;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = block_bytes.data() + static_cast<size_t>(e * rows * cols / 2);
+    m.block_exponents = scale_bytes.data() + static_cast<size_t>(e * rows * cols / 32);
+  }
+  return out;
+}
+
+// (stack, size) per-expert bias vectors.
+std::vector<std::vector<float>> load_stacked_vectors(const TensorIndex& index, const std::string& name, int64_t stack,
+                                                     int64_t size) {
+  const auto& e = index.require(name);
+  expect_shape(e, {stack, size});
+  const std::vector<float> all = to_floats(e);
+  std::vector<std::vector<float>> out;
+  for (int64_t i = 0; i < stack; ++i) out.emplace_back(all.begin() + i * size, all.begin() + (i + 1) * size);
+  return out;
+}
+
+// gpt-oss experts: router with bias; stacked MXFP4 experts, gate and up fused, with biases.
+void load_fused_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
+                        const std::string& p, LayerWeights& l) {
+  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim, count = moe.experts;
+  l.router = load_matrix(index, s, p + n.router, count, d);
+  l.router_bias = load_vector(index, p + n.router + ".bias", count);
+  const std::string gate_up = p + n.stacked_experts + n.expert_gate_up, down = p + n.stacked_experts + n.expert_down;
+  if (!index.find(gate_up + "_blocks")) {
+    if (const auto* dense = index.find(gate_up)) tensor_error(*dense, "dequantized gpt-oss experts are not supported (keel reads the MXFP4 _blocks/_scales form)");
+    index.require(gate_up + "_blocks");
+  }
+  auto gate_ups = load_mxfp4_matrices(index, gate_up, count, 2 * ff, d);
+  auto downs = load_mxfp4_matrices(index, down, count, d, ff);
+  auto gate_up_bias = load_stacked_vectors(index, gate_up + "_bias", count, 2 * ff);
+  auto down_bias = load_stacked_vectors(index, down + "_bias", count, d);
+  l.experts.resize(static_cast<size_t>(count));
+  for (size_t e = 0; e < l.experts.size(); ++e) {
+    ExpertWeights& x = l.experts[e];
+    x.gate_up = std::move(gate_ups[e]);
+    x.down = std::move(downs[e]);
+    x.gate_up_bias = std::move(gate_up_bias[e]);
+    x.down_bias = std::move(down_bias[e]);
+  }
+}
+
 // A mixture-of-experts FFN in either layout: per-expert tensors, or MLX's stacked ones.
 void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
                   const std::string& p, LayerWeights& l) {
+  if (!n.expert_gate_up.empty()) return load_fused_experts(index, s, moe, n, p, l);
   const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim;
   l.router = load_matrix(index, s, p + n.router, moe.experts, d);
   l.experts.resize(static_cast<size_t>(moe.experts));
@@ -238,14 +304,14 @@ void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& m
     auto up = load_matrices(index, s, p + n.stacked_experts + n.expert_up, moe.experts, ff, d);
     auto down = load_matrices(index, s, p + n.stacked_experts + n.expert_down, moe.experts, d, ff);
     for (size_t e = 0; e < l.experts.size(); ++e)
-      l.experts[e] = {std::move(gate[e]), std::move(up[e]), std::move(down[e])};
+      l.experts[e] = {.gate = std::move(gate[e]), .up = std::move(up[e]), .down = std::move(down[e])};
     return;
   }
   for (int64_t e = 0; e < moe.experts; ++e) {
     const std::string x = p + n.experts + std::to_string(e) + ".";
-    l.experts[static_cast<size_t>(e)] = {load_matrix(index, s, x + n.expert_gate, ff, d),
-                                         load_matrix(index, s, x + n.expert_up, ff, d),
-                                         load_matrix(index, s, x + n.expert_down, d, ff)};
+    l.experts[static_cast<size_t>(e)] = {.gate = load_matrix(index, s, x + n.expert_gate, ff, d),
+                                         .up = load_matrix(index, s, x + n.expert_up, ff, d),
+                                         .down = load_matrix(index, s, x + n.expert_down, d, ff)};
   }
 }
 
@@ -300,6 +366,7 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
   const std::string no_qk = "this architecture has no q/k norm";
   l.q_norm = vector_if(index, ls.qk_norm, p + n.q_norm + ".weight", ls.head_dim, no_qk);
   l.k_norm = vector_if(index, ls.qk_norm, p + n.k_norm + ".weight", ls.head_dim, no_qk);
+  l.sinks = vector_if(index, ls.attention_sinks, p + n.attention_sinks, ls.num_heads, "this architecture has no attention sinks");
   if (ls.moe) {
     load_experts(index, s, *ls.moe, n, p, l);
     return l;

@@ -1,6 +1,6 @@
 #pragma once
 // A model's weights, used in place from the memory-mapped safetensors files. Large matrices are
-// never converted: kernels read F32/F16/BF16 elements or MLX packed integers directly. Only small
+// never converted: kernels read F32/F16/BF16 elements, MLX packed integers or MXFP4 blocks directly. Only small
 // per-channel vectors (norms, biases) and MLX scales/biases are widened to float at load.
 //
 // Which tensors a layer has follows its LayerSpec (bias flags, q/k norms, sandwich norms), never
@@ -20,7 +20,7 @@
 
 namespace keel {
 
-enum class WeightFormat { F32, F16, BF16, MLX4, MLX8 };
+enum class WeightFormat { F32, F16, BF16, MLX4, MLX8, MXFP4 };
 
 // Floats of zero padding after MLX scales and biases: at least the widest SIMD vector (2048-bit SVE).
 inline constexpr size_t kMlxScalePadding = 64;
@@ -44,6 +44,10 @@ struct Matrix {
   int group_size = 0;
   std::vector<float> scales;  // [rows][cols / group_size], then kMlxScalePadding zeros
   std::vector<float> biases;
+  // MXFP4 (OCP microscaling, gpt-oss experts): `data` holds 16 bytes per 32 elements, two e2m1
+  // codes a byte, low nibble first; each block of 32 is scaled by 2^(e - 127) for its e8m0
+  // exponent e here ([rows][cols / 32], in the mapping).
+  const uint8_t* block_exponents = nullptr;
   std::vector<uint8_t> realigned;  // owns `data` when the file's bytes were misaligned
 
   int bits() const { return format == WeightFormat::MLX4 ? 4 : format == WeightFormat::MLX8 ? 8 : 0; }
@@ -72,12 +76,19 @@ struct TensorNames {
   std::string experts = "mlp.experts.";
   std::string stacked_experts = "mlp.switch_mlp.";
   std::string expert_gate = "gate_proj", expert_up = "up_proj", expert_down = "down_proj";
+  // Set (gpt-oss): stacked MXFP4 experts with gate and up fused under this name, the router and
+  // expert projections with biases (NAME + "_bias").
+  std::string expert_gate_up;
+  std::string attention_sinks = "self_attn.sinks";
 };
 
 // One expert of a mixture-of-experts FFN: a gated FFN of its own.
 struct ExpertWeights {
-  Matrix gate, up;  // (expert_ffn, dim)
+  Matrix gate, up;  // (expert_ffn, dim); empty when fused into gate_up
+  Matrix gate_up;   // (2 * expert_ffn, dim) gpt-oss: gate on even rows, up on odd rows
   Matrix down;      // (dim, expert_ffn)
+  std::vector<float> gate_up_bias;  // (2 * expert_ffn) MoeSpec::biases only
+  std::vector<float> down_bias;     // (dim)
 };
 
 // One decoder layer; vectors the spec rules out are empty.
@@ -93,9 +104,11 @@ struct LayerWeights {
   std::vector<float> bk, bv;          // (kv_dim)
   std::vector<float> bo;              // (dim)
   std::vector<float> q_norm, k_norm;  // (head_dim), shared by every head
+  std::vector<float> sinks;           // (heads) learned sink logits (LayerSpec::attention_sinks)
   Matrix gate, up;                    // (ffn, dim) dense FFN; empty in MoE layers
   Matrix down;                        // (dim, ffn)
   Matrix router;                      // (experts, dim) MoE layers only
+  std::vector<float> router_bias;     // (experts) MoeSpec::biases only
   std::vector<ExpertWeights> experts;  // (experts) MoE layers only
 };
 

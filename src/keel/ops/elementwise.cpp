@@ -1,5 +1,6 @@
 #include "keel/ops/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -31,6 +32,17 @@ void gated_activation(Activation act, const float* gate, const float* up, int64_
       break;
     }
   }
+}
+
+void clamped_swiglu(const float* gate_up, int64_t n, int64_t ff, float limit, float* out) {
+  constexpr float kAlpha = 1.702f;
+  // Row t's outputs end before row t's inputs do, and row t+1's inputs lie after them: in place is safe.
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < ff; ++i) {
+      const float gate = std::min(gate_up[t * 2 * ff + 2 * i], limit);
+      const float up = std::clamp(gate_up[t * 2 * ff + 2 * i + 1], -limit, limit);
+      out[t * ff + i] = (up + 1.0f) * (gate / (1.0f + std::exp(-kAlpha * gate)));
+    }
 }
 
 void softcap_inplace(float* x, int64_t n, float cap) {
@@ -66,6 +78,30 @@ Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim) {
       }
     }
   }
+  if (rs.kind == RopeScaling::Kind::Yarn) {
+    // YaRN: dimensions that turn fewer than beta_slow times over the original context are
+    // interpolated (divided by `factor`), those turning more than beta_fast times are kept, with
+    // a linear ramp between; cos and sin are scaled by the attention factor.
+    const double d = static_cast<double>(head_dim_);
+    auto correction_dim = [&](double rotations) {
+      return d * std::log(static_cast<double>(rs.original_max_position) / (rotations * 2.0 * std::numbers::pi)) /
+             (2.0 * std::log(spec.theta));
+    };
+    double low = correction_dim(rs.beta_fast), high = correction_dim(rs.beta_slow);
+    if (rs.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, d - 1.0);
+    if (low == high) high += 0.001;
+    for (int64_t i = 0; i < half; ++i) {
+      const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+      double& f = inv_freq_[static_cast<size_t>(i)];
+      f = f / rs.factor * ramp + f * (1.0 - ramp);
+    }
+    scale_ = rs.attention_factor;
+  }
 }
 
 void Rope::apply(float* x, int64_t n_heads, int64_t pos) const {
@@ -75,8 +111,8 @@ void Rope::apply(float* x, int64_t n_heads, int64_t pos) const {
   sin_t.resize(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
     const double angle = static_cast<double>(pos) * inv_freq_[static_cast<size_t>(i)];
-    cos_t[static_cast<size_t>(i)] = static_cast<float>(std::cos(angle));
-    sin_t[static_cast<size_t>(i)] = static_cast<float>(std::sin(angle));
+    cos_t[static_cast<size_t>(i)] = static_cast<float>(scale_ * std::cos(angle));
+    sin_t[static_cast<size_t>(i)] = static_cast<float>(scale_ * std::sin(angle));
   }
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim_;

@@ -16,6 +16,11 @@ void rms_norm(const float* x, const float* weight, int64_t n, double eps, float*
 // out[i] = act(gate[i]) * up[i]: the gated FFN's nonlinearity (SwiGLU, GeGLU).
 void gated_activation(Activation act, const float* gate, const float* up, int64_t n, float* out);
 
+// gpt-oss's expert activation over fused rows: for each of `n` rows of 2*ff values, gate = the
+// even entries clamped above at `limit`, up = the odd ones clamped to +-limit, and
+// out[i] = (up + 1) * gate * sigmoid(1.702 * gate); out is (n, ff) and may alias gate_up.
+void clamped_swiglu(const float* gate_up, int64_t n, int64_t ff, float limit, float* out);
+
 // x[i] = cap * tanh(x[i] / cap): Gemma's logit soft-capping.
 void softcap_inplace(float* x, int64_t n, float cap);
 
@@ -23,7 +28,8 @@ void add_inplace(float* x, const float* y, int64_t n);
 
 // Rotary position embedding in the Hugging Face "rotate half" layout: dimension i pairs with
 // i + head_dim/2. Frequencies follow the layer's theta and rope scaling (linear: positions divided
-// by the factor; Llama 3: low frequencies divided, high ones kept, a blend between).
+// by the factor; Llama 3 and YaRN: low frequencies divided, high ones kept, a blend between;
+// YaRN also scales cos and sin by its attention factor).
 class Rope {
  public:
   Rope(const RopeSpec& spec, int64_t head_dim);
@@ -35,6 +41,7 @@ class Rope {
  private:
   int64_t head_dim_;
   std::vector<double> inv_freq_;
+  double scale_ = 1.0;  // multiplies cos and sin
 };
 
 }  // namespace keel::ops
