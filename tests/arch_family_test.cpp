@@ -2,12 +2,15 @@
 // family make of real config.json files, and what the engine refuses, by config key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "keel/arch/family.h"
 #include "keel/arch/model_loader.h"
 #include "keel/arch/synth.h"
 #include "keel/model/config_view.h"
+#include "keel/ops/elementwise.h"
 #include "keel/util/error.h"
 #include "test_support.h"
 
@@ -32,13 +35,13 @@ std::string refusal(const ConfigView& config) {
 }
 
 TEST(ArchFamily, RegistryFindsEachFamilyByModelType) {
-  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3_text"}) {
+  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt_oss", "gemma3_text"}) {
     const arch::Family* f = arch::find_family(type);
     ASSERT_NE(f, nullptr) << type;
     EXPECT_EQ(f->model_type, type);
   }
   EXPECT_EQ(arch::find_family("gpt2"), nullptr);
-  EXPECT_EQ(arch::family_list(), "gemma3_text, llama, mistral, qwen2, qwen3, qwen3_moe");
+  EXPECT_EQ(arch::family_list(), "gemma3_text, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe");
 }
 
 TEST(ArchFamily, DenseQwenLayersFollowTheirFamily) {
@@ -96,7 +99,7 @@ TEST(ArchFamily, NestedTextConfigIsRead) {
 TEST(ArchFamily, UnsupportedFeaturesAreRefusedByConfigKey) {
   EXPECT_NE(refusal(model_config("tiny-qwen3next-random")).find("model_type 'qwen3_next' is not supported"),
             std::string::npos);
-  EXPECT_NE(refusal(model_config("tiny-gptoss-random")).find("model_type 'gpt_oss' is not supported"), std::string::npos);
+  EXPECT_NE(refusal(model_config("tiny-gemma4-random")).find("model_type 'gemma4_text' is not supported"), std::string::npos);
   // Known family, unsupported feature: the message names the key.
   ConfigView moe(nlohmann::json::parse(test::read_text(test::shared_dir() / "models/tiny-qwen3-random/config.json")),
                  "config.json");
@@ -106,8 +109,11 @@ TEST(ArchFamily, UnsupportedFeaturesAreRefusedByConfigKey) {
   EXPECT_NE(refusal(ConfigView(j, "config.json")).find("key 'num_experts': a mixture-of-experts FFN in qwen3 is not supported yet"),
             std::string::npos);
   j = moe.root();
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_NE(refusal(ConfigView(j, "config.json")).find("rope_scaling type 'yarn' is not supported"), std::string::npos);
+  j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
+  EXPECT_NE(refusal(ConfigView(j, "config.json")).find("rope_scaling type 'longrope' is not supported"), std::string::npos);
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+  EXPECT_NE(refusal(ConfigView(j, "config.json")).find("rope_scaling type 'yarn with mscale' is not supported"),
+            std::string::npos);
   j = moe.root();
   j["kv_lora_rank"] = 512;
   j["qk_rope_head_dim"] = 64;
@@ -153,11 +159,91 @@ TEST(ArchFamily, SynthesizedMoeLoadsAndCountsActiveBytes) {
     size_t all_experts = 0, one_expert = 0;
     for (const auto& e : w.layers[0].experts) all_experts += e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
     one_expert = all_experts / 8;
-    size_t dense_total = w.output().stored_bytes();
+    // The untied head whole, and the one embedding row of the token.
+    size_t dense_total = w.output().stored_bytes() + w.embed.stored_bytes() / static_cast<size_t>(w.spec.vocab_size);
     for (const auto& l : w.layers)
       for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) dense_total += m->stored_bytes();
-    EXPECT_EQ(w.weight_bytes_per_token(), dense_total + 2 * 2 * one_expert);  // 2 MoE layers, top-2 of 8
+    const DecodeWeightBytes bytes = w.decode_bytes();
+    EXPECT_EQ(bytes.active, dense_total + 2 * 2 * one_expert);  // 2 MoE layers, top-2 of 8
+    EXPECT_EQ(bytes.resident, dense_total - w.embed.stored_bytes() / static_cast<size_t>(w.spec.vocab_size) +
+                                  w.embed.stored_bytes() + 2 * 8 * one_expert);
   }
+}
+
+// gpt-oss-20b's real config: alternating sliding (128) and full layers, sinks, YaRN without
+// truncation, 32 experts of which 4 per token, weighted by a softmax over the chosen four.
+TEST(ArchFamily, GptOssFromTheRealConfig) {
+  const ModelSpec s = arch::runnable_spec(fixture_config("gpt-oss-20b"));
+  ASSERT_EQ(s.layers.size(), 24u);
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const LayerSpec& l = s.layers[i];
+    EXPECT_EQ(l.attention, i % 2 == 0 ? AttentionKind::Sliding : AttentionKind::Full) << i;
+    EXPECT_EQ(l.window, i % 2 == 0 ? 128 : 0) << i;
+    EXPECT_TRUE(l.attention_sinks && l.qkv_bias && l.o_bias);
+    EXPECT_FALSE(l.qk_norm);
+    ASSERT_TRUE(l.moe.has_value());
+    EXPECT_EQ(l.moe->experts, 32);
+    EXPECT_EQ(l.moe->experts_per_token, 4);
+    EXPECT_EQ(l.moe->expert_ffn_dim, 2880);
+    EXPECT_TRUE(l.moe->softmax_after_topk && l.moe->biases);
+    EXPECT_EQ(l.moe->swiglu_limit, 7.0);
+    const RopeScaling& y = l.rope.scaling;
+    EXPECT_EQ(y.kind, RopeScaling::Kind::Yarn);
+    EXPECT_EQ(y.factor, 32.0);
+    EXPECT_EQ(y.original_max_position, 4096);
+    EXPECT_FALSE(y.truncate);
+    EXPECT_NEAR(y.attention_factor, 0.1 * std::log(32.0) + 1.0, 1e-12);
+  }
+  EXPECT_FALSE(s.tie_word_embeddings);
+}
+
+// YaRN keeps the fastest-turning dimensions, divides the slowest by the factor, and ramps between;
+// with truncate false the ramp bounds stay fractional.
+TEST(ArchFamily, YarnFrequenciesFollowTheRamp) {
+  RopeSpec spec{150000.0, {}};
+  spec.scaling.kind = RopeScaling::Kind::Yarn;
+  spec.scaling.factor = 32.0;
+  spec.scaling.original_max_position = 4096;
+  spec.scaling.truncate = false;
+  const int64_t head_dim = 64;
+  const ops::Rope yarn(spec, head_dim), plain(RopeSpec{150000.0, {}}, head_dim);
+  const double d = head_dim;
+  auto bound = [&](double rotations) { return d * std::log(4096.0 / (rotations * 2 * std::numbers::pi)) / (2 * std::log(150000.0)); };
+  const double low = bound(32.0), high = bound(1.0);
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double f = plain.inv_freq()[static_cast<size_t>(i)];
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    EXPECT_NEAR(yarn.inv_freq()[static_cast<size_t>(i)], f * (1 - ramp) + f / 32.0 * ramp, 1e-12 * f) << i;
+  }
+  EXPECT_EQ(yarn.inv_freq().front(), plain.inv_freq().front());              // kept
+  EXPECT_NEAR(yarn.inv_freq().back(), plain.inv_freq().back() / 32.0, 1e-18);  // interpolated
+  spec.scaling.truncate = true;  // rounded bounds move the middle of the ramp
+  const ops::Rope rounded(spec, head_dim);
+  EXPECT_NE(rounded.inv_freq()[static_cast<size_t>(std::ceil(low))], yarn.inv_freq()[static_cast<size_t>(std::ceil(low))]);
+}
+
+// keel synth writes gpt-oss's experts as MXFP4 blocks and scales, and --layers keeps a prefix of
+// the layers (layer_types shrinking with it).
+TEST(ArchFamily, SynthesizedGptOssLoadsWithMxfp4Experts) {
+  test::TempDir dir;
+  SynthOptions o;
+  o.layers = 2;
+  synthesize_model(test::shared_dir() / "models/tiny-gptoss-random/config.json", dir.path(), o);
+  const ModelWeights w = arch::load_model(dir.path());
+  ASSERT_EQ(w.layers.size(), 2u);
+  EXPECT_EQ(w.spec.layers[0].attention, AttentionKind::Sliding);
+  EXPECT_EQ(w.spec.layers[1].attention, AttentionKind::Full);
+  const ExpertWeights& e = w.layers[1].experts[7];
+  EXPECT_EQ(e.gate_up.format, WeightFormat::MXFP4);
+  EXPECT_EQ(e.gate_up.rows, 2 * 96);
+  EXPECT_EQ(e.down.format, WeightFormat::MXFP4);
+  EXPECT_EQ(e.gate_up.stored_bytes(), static_cast<size_t>(192 * 64 / 2 + 192 * 64 / 32));  // codes + exponents
+  EXPECT_EQ(e.down_bias.size(), 64u);
+  EXPECT_EQ(w.layers[0].sinks.size(), 4u);
+  EXPECT_EQ(w.layers[0].router_bias.size(), 8u);
+  EXPECT_THROW(synthesize_model(test::shared_dir() / "models/tiny-gptoss-random/config.json", dir.path() / "x",
+                                SynthOptions{.format = WeightFormat::MLX4}),
+               Error);
 }
 
 TEST(ArchFamily, PlanDescribesWhatServeRefuses) {

@@ -75,10 +75,12 @@ int bench_command(const CommandArgs& argv) {
 
   const double prefill_tps = static_cast<double>(prompt_tokens) / best_prefill;
   const double decode_tps = static_cast<double>(gen_tokens) / best_decode;
-  const double bytes_per_token = static_cast<double>(w.weight_bytes_per_token());
+  const DecodeWeightBytes weight_bytes = w.decode_bytes();
+  const double bytes_per_token = static_cast<double>(weight_bytes.active);
   const double flops_per_token = matmul_flops_per_token(w);
-  std::printf("model            %s (%s weights, %.1f MB streamed per decoded token)\n", w.dir.string().c_str(),
-              weight_format_name(w.format()), bytes_per_token / 1e6);
+  std::printf("model            %s (%s weights: %.1f MB resident, %.1f MB active = read per decoded token)\n",
+              w.dir.string().c_str(), weight_format_name(w.format()), static_cast<double>(weight_bytes.resident) / 1e6,
+              bytes_per_token / 1e6);
   std::printf("threads          %d\n", m.pool->size());
   std::printf("KV policy        %s\n", policy.describe().c_str());
   std::printf("prefill          %lld tokens: %.1f tok/s (%.2f GFLOP/s in matmuls)\n", static_cast<long long>(prompt_tokens),

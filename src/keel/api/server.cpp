@@ -155,7 +155,7 @@ nlohmann::ordered_json health_json(const ServerState& s, bool full_path) {
   h["state"] = busy ? "generating" : "idle";
   h["queue"] = {{"waiting", s.queue.waiting()}, {"running", busy ? 1 : 0}, {"max_waiting", s.queue.max_waiting()}};
   h["tool_call_format"] = s.model.tool_call_format().name;
-  h["memory"] = {{"weights_bytes", s.model.weights().weight_bytes_per_token()}, {"resident_bytes", resident_bytes()}};
+  h["memory"] = {{"weights_bytes", s.model.weights().decode_bytes().resident}, {"resident_bytes", resident_bytes()}};
   h["kv"] = kv_json(s);
   return h;
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 
+#include "keel/model/active_bytes.h"
 #include "keel/model/weight_index.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
@@ -40,18 +41,22 @@ size_t Matrix::stored_bytes() const {
   return b;
 }
 
-size_t ModelWeights::weight_bytes_per_token() const {
-  size_t b = output().stored_bytes();
+DecodeWeightBytes ModelWeights::decode_bytes() const {
+  WeightBytesByUse u;
+  u.embedding = embed.stored_bytes();
+  u.vocab_size = spec.vocab_size;
+  u.tied_head = lm_head.rows == 0;
+  u.output_head = lm_head.stored_bytes();
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerWeights& l = layers[i];
-    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) b += m->stored_bytes();
-    if (!l.experts.empty()) {
-      const ExpertWeights& e = l.experts.front();  // experts share one shape and format
-      const size_t one = e.gate.stored_bytes() + e.up.stored_bytes() + e.gate_up.stored_bytes() + e.down.stored_bytes();
-      b += one * static_cast<size_t>(spec.layers[i].moe->experts_per_token);
-    }
+    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) u.every_token += m->stored_bytes();
+    if (l.experts.empty()) continue;
+    RoutedExpertBytes r{0, spec.layers[i].moe->experts, spec.layers[i].moe->experts_per_token};
+    for (const ExpertWeights& e : l.experts)
+      for (const Matrix* m : {&e.gate, &e.up, &e.gate_up, &e.down}) r.bytes += m->stored_bytes();
+    u.routed.push_back(r);
   }
-  return b;
+  return decode_weight_bytes(u);
 }
 
 namespace {

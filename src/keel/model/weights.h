@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/model/active_bytes.h"
 #include "keel/model/model_spec.h"
 #include "keel/model/safetensors.h"
 
@@ -124,9 +125,10 @@ struct ModelWeights {
 
   const Matrix& output() const { return lm_head.rows ? lm_head : embed; }
   WeightFormat format() const { return embed.format; }
-  // Bytes a decode step streams through: every layer's attention, router and the experts one token
-  // is routed to (experts_per_token of them, not all), plus the output projection.
-  size_t weight_bytes_per_token() const;
+  // The weight matrices' bytes: all of them (resident) and what one decode step streams through
+  // (active: attention, router, the experts one token is routed to, one embedding row and the
+  // output head; model/active_bytes.h is the rule).
+  DecodeWeightBytes decode_bytes() const;
 };
 
 // Loads the weights of a model described by `spec` (model.safetensors or the shards of

@@ -32,8 +32,15 @@ nlohmann::json layer_groups(const AttentionLayout& layout) {
   return groups;
 }
 
-nlohmann::json weights_json(const WeightInventory& w) {
+nlohmann::json weights_json(const WeightInventory& w, const ActiveWeights& a) {
   nlohmann::json j = {{"bytes", or_null(w.bytes)}, {"source", w.bytes_source}, {"format", w.format}};
+  // Total vs active: `bytes` must be resident, `active_bytes_per_token` is what a decode step reads.
+  j["active_bytes_per_token"] = or_null(a.active_bytes);
+  j["active_source"] = a.source;
+  j["routed_expert_bytes"] = a.routed_expert_bytes;
+  j["moe"] = a.moe_layers ? nlohmann::json{{"layers", a.moe_layers}, {"experts", a.experts},
+                                           {"experts_per_token", a.experts_per_token}}
+                          : nlohmann::json(nullptr);
   if (w.mlx) {
     j["mlx_quantization"] = {{"bits", w.mlx->bits}, {"group_size", w.mlx->group_size},
                              {"bits_per_weight", w.mlx->bits_per_weight()}};
@@ -88,7 +95,7 @@ nlohmann::json plan_to_json(const Plan& p) {
       {"layer_groups", layer_groups(p.layout)},
       {"kv_bytes_per_token_growing", per_format([&](KvFormat f) { return growing_bytes_per_token(p.layout, f); })},
       {"fixed_state_bytes", fixed_state_bytes(p.layout)},
-      {"weights", weights_json(p.weights)},
+      {"weights", weights_json(p.weights, p.active)},
       {"scratch", {{"bytes", p.scratch.total()},
                    {"activations", p.scratch.activations},
                    {"attention_tiles", p.scratch.attention_tiles},

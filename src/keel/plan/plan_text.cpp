@@ -41,6 +41,14 @@ std::string describe_weights(const WeightInventory& w) {
          ")";
 }
 
+// Mixture-of-experts models only: a dense model reads all its weights but the embedding table.
+std::string describe_active(const ActiveWeights& a) {
+  if (!a.active_bytes) return "unknown: " + a.source;
+  return format_size(*a.active_bytes) + " per decoded token (" + format_count(static_cast<int64_t>(*a.active_bytes)) +
+         " bytes): attention, router, head and " + std::to_string(a.experts_per_token) + " of " +
+         std::to_string(a.experts) + " experts in each of " + std::to_string(a.moe_layers) + " MoE layers";
+}
+
 std::string or_dash(const std::optional<std::string>& s) { return s ? *s : "-"; }
 
 }  // namespace
@@ -50,6 +58,10 @@ std::string format_plan_text(const Plan& p) {
   line(out, "keel plan  %s", p.model_dir.string().c_str());
   line(out, "  model       %s (%s), %s", p.architecture.c_str(), p.model_type.c_str(), describe_layers(p.layout).c_str());
   line(out, "  weights     %s", describe_weights(p.weights).c_str());
+  if (p.active.moe_layers) {
+    line(out, "  active      %s", describe_active(p.active).c_str());
+    if (p.active.active_bytes) line(out, "              (%s)", p.active.source.c_str());
+  }
   std::string format = p.weights.format;
   if (!p.weights.bytes_by_dtype.empty()) {
     format += "; tensors:";

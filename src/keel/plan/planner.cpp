@@ -149,6 +149,7 @@ Plan plan_model(const PlanRequest& request) {
   p.layout = read_attention_layout(spec);
   p.scratch = estimate_scratch(spec, p.layout);
   p.weights = inventory_weights(paths.dir, config);
+  p.active = active_weights(spec, config, p.weights);
   p.ceiling = machine_ceiling(request.memory_gib);
   p.requested_policy = request.policy;
   p.max_context = config.optional_int("max_position_embeddings");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/plan/active_weights.h"
 #include "keel/plan/attention_layout.h"
 #include "keel/plan/kv_policy.h"
 #include "keel/plan/memory_ceiling.h"
@@ -55,6 +56,7 @@ struct Plan {
   std::string model_type;
   AttentionLayout layout;
   WeightInventory weights;
+  ActiveWeights active;                // of `weights`, what one decode step reads
   ScratchEstimate scratch;
   MemoryCeiling ceiling;
   int64_t context = 0;

@@ -19,6 +19,10 @@ void add_dtype_bytes(std::map<std::string, uint64_t>& by_dtype, const Safetensor
   for (const auto& t : h.tensors) by_dtype[std::string(dtype_name(t.dtype))] += t.byte_size();
 }
 
+void add_tensors(WeightInventory& inv, const SafetensorsHeader& h) {
+  for (const auto& t : h.tensors) inv.tensors.emplace_back(t.name, t.byte_size());
+}
+
 uint64_t tensor_bytes(const SafetensorsHeader& h) {
   uint64_t total = 0;
   for (const auto& t : h.tensors) total += t.byte_size();
@@ -59,6 +63,7 @@ void count_indexed(const fs::path& dir, const WeightIndex& index, const std::set
     SafetensorsHeader h = read_safetensors_header(dir / s);
     total += tensor_bytes(h);
     add_dtype_bytes(by_dtype, h);
+    add_tensors(inv, h);
     inv.counted_files.push_back(dir / s);
     std::set<std::string> held;
     for (const auto& t : h.tensors) held.insert(t.name);
@@ -117,6 +122,7 @@ WeightInventory inventory_weights(const fs::path& dir, const ConfigView& config)
       inv.bytes = tensor_bytes(h);
       inv.bytes_source = std::string("safetensors header of ") + single;
       add_dtype_bytes(by_dtype, h);
+      add_tensors(inv, h);
       for (const auto& t : h.tensors) tensor_names.push_back(t.name);
       inv.counted_files.push_back(dir / single);
       counted.push_back(single);
@@ -135,6 +141,7 @@ WeightInventory inventory_weights(const fs::path& dir, const ConfigView& config)
 
   for (auto& w : find_second_copies(dir, names, counted)) inv.warnings.push_back(std::move(w));
   check_mlx_companions(tensor_names, inv);
+  inv.tensor_names = std::move(tensor_names);
   inv.bytes_by_dtype.assign(by_dtype.begin(), by_dtype.end());
   std::sort(inv.bytes_by_dtype.begin(), inv.bytes_by_dtype.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });

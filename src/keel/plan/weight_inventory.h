@@ -22,6 +22,11 @@ struct WeightInventory {
   std::optional<MlxQuantBlock> mlx;
   std::vector<std::pair<std::string, uint64_t>> bytes_by_dtype;  // from headers, largest first
   std::vector<std::filesystem::path> counted_files;
+  // Each counted tensor's name and bytes, when `bytes` came from the headers (empty when it came
+  // from total_size); the names alone from the index or header either way. The active-bytes split
+  // (active_weights.h) reads them.
+  std::vector<std::pair<std::string, uint64_t>> tensors;
+  std::vector<std::string> tensor_names;
   std::vector<std::string> notes;
   std::vector<std::string> warnings;  // two copies, shards that disagree with the index...
 };
