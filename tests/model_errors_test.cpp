@@ -114,8 +114,8 @@ TEST_F(BrokenModel, MissingConfigKey) {
 }
 
 TEST_F(BrokenModel, UnsupportedRopeScaling) {
-  edit_config([](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
-  expect_failure({"config.json", "rope_scaling type 'yarn' is not supported"});
+  edit_config([](json& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; });
+  expect_failure({"config.json", "rope_scaling type 'longrope' is not supported"});
 }
 
 TEST_F(BrokenModel, MlxWithoutQuantizationBlock) {

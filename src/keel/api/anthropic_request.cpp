@@ -69,15 +69,21 @@ std::vector<std::string> read_stop_sequences(const Json& stops) {
 // thinking: {"type": "enabled", "budget_tokens": N} | {"type": "adaptive"} (the effort, if any, is in
 // output_config.effort) | {"type": "between_tools"} | {"type": "disabled"}. "display" and other
 // presentation fields change nothing here.
+// The effort level (for templates with one, chat_request.h) follows the budget; disabled is the
+// least a model that cannot stop reasoning can do. output_config.effort overrides both (read_effort).
 void read_thinking(const Json& thinking, const Json& root, ChatRequest& request) {
   expect_object(thinking, "thinking");
   std::string type = require_string(thinking, "type", "thinking");
-  if (type == "disabled") return;
+  if (type == "disabled") {
+    request.reasoning_effort = std::string(kEffortLevelWhenThinkingOff);
+    return;
+  }
   if (type == "enabled" || type == "adaptive" || type == "between_tools") {
     request.thinking = true;
     if (auto budget = optional_int(thinking, "budget_tokens", "thinking")) {
       if (*budget < 0) reject_field("thinking.budget_tokens", "must not be negative");
       request.reasoning_budget = *budget;
+      request.reasoning_effort = effort_level_for_budget(*budget);
     } else if (const Json* config = find_field(root, "output_config"); config != nullptr && config->is_object()) {
       if (auto effort = optional_string(*config, "effort", "output_config"))
         request.reasoning_budget = reasoning_budget_for_effort(*effort);
@@ -85,6 +91,16 @@ void read_thinking(const Json& thinking, const Json& root, ChatRequest& request)
     return;
   }
   reject_field("thinking.type", "unknown thinking type \"" + type + "\" (expected enabled, adaptive, between_tools or disabled)");
+}
+
+// output_config.effort states the effort outright, with or without thinking, so it sets the level
+// whatever thinking says.
+void read_effort(const Json& root, ChatRequest& request) {
+  const Json* config = find_field(root, "output_config");
+  if (config == nullptr || !config->is_object()) return;
+  if (auto effort = optional_string(*config, "effort", "output_config")) {
+    if (auto level = effort_level_for_effort(*effort)) request.reasoning_effort = *level;
+  }
 }
 
 ChatRequest parse(std::string_view body, const RequestLimits& limits, bool max_tokens_required) {
@@ -122,6 +138,7 @@ ChatRequest parse(std::string_view body, const RequestLimits& limits, bool max_t
   request.stream = optional_bool(root, "stream", "").value_or(false);
   if (const Json* thinking = find_field(root, "thinking"); thinking != nullptr && !thinking->is_null())
     read_thinking(*thinking, root, request);
+  read_effort(root, request);
   return request;
 }
 

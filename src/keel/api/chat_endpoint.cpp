@@ -61,7 +61,7 @@ ChatRequest parse_request(Protocol protocol, const std::string& body, const Requ
 
 PreparedPrompt prepare_prompt(const ServedModel& model, const ChatRequest& r) {
   try {
-    return model.prepare(r.messages, r.tools, r.thinking, r.assistant_prefill);
+    return model.prepare(r.messages, r.tools, PromptControls{r.thinking, r.reasoning_effort, r.assistant_prefill});
   } catch (const ApiError&) {
     throw;  // already says whose fault it is, as do the next two
   } catch (const CapacityError&) {

@@ -66,6 +66,10 @@ struct ChatRequest {
   // thinking.budget_tokens, or the budget an effort level maps to: reasoning_budget_for_effort).
   // nullopt: the model decides.
   std::optional<int64_t> reasoning_budget;
+  // The reasoning level the client asked for, as "low", "medium" or "high" (effort_level_*):
+  // passed to templates that read `reasoning_effort` (gpt-oss's "Reasoning:" line). nullopt when
+  // the request says nothing about effort, so the template keeps its own default.
+  std::optional<std::string> reasoning_effort;
   // The last message is the assistant's: the client prefills the start of the answer (Anthropic
   // allows this). The renderer should continue that message instead of opening a new turn.
   bool assistant_prefill = false;
@@ -74,6 +78,17 @@ struct ChatRequest {
 // Reasoning budgets for effort levels (OpenAI reasoning_effort, Anthropic output_config.effort):
 // minimal 512, low 2048, medium 8192, high 24576 tokens; "max"/"xhigh" and unknown levels: no limit.
 std::optional<int64_t> reasoning_budget_for_effort(std::string_view effort);
+
+// Effort words and budgets as one of the three levels gpt-oss was trained with ("low", "medium",
+// "high"; reasoning_effort.cpp). Words: "none"/"minimal"/"low" -> low, "medium" -> medium,
+// "high"/"xhigh"/"max" -> high, anything else nullopt. Budgets (Anthropic thinking.budget_tokens)
+// by the nearest of reasoning_budget_for_effort's: under 4096 -> low, under 16384 -> medium,
+// else high.
+std::optional<std::string> effort_level_for_effort(std::string_view effort);
+std::string effort_level_for_budget(int64_t budget_tokens);
+// What thinking turned off means for a template with effort levels: gpt-oss cannot stop reasoning,
+// so the least of it.
+inline constexpr std::string_view kEffortLevelWhenThinkingOff = "low";
 
 // Both throw ApiError (400 invalid_request_error naming the field, e.g.
 // "messages.3.content.0.type: unknown content block type \"foo\"") for anything malformed.

@@ -133,9 +133,14 @@ ChatRequest parse_openai_request(std::string_view body, const RequestLimits& lim
     expect_object(*options, "stream_options");
     request.include_usage = optional_bool(*options, "include_usage", "stream_options").value_or(false);
   }
-  if (auto effort = optional_string(root, "reasoning_effort", ""); effort && *effort != "none") {
-    request.thinking = true;
-    request.reasoning_budget = reasoning_budget_for_effort(*effort);
+  if (auto effort = optional_string(root, "reasoning_effort", "")) {
+    // "none" turns thinking off; for a template with effort levels that is still "low"
+    // (effort_level_for_effort), since gpt-oss cannot stop reasoning.
+    request.reasoning_effort = effort_level_for_effort(*effort);
+    if (*effort != "none") {
+      request.thinking = true;
+      request.reasoning_budget = reasoning_budget_for_effort(*effort);
+    }
   }
   reject_unsupported_outputs(root);
   return request;

@@ -77,13 +77,16 @@ class TurnRunner {
 
   bool cancelled() const { return options_.cancelled && options_.cancelled->load(std::memory_order_relaxed); }
 
-  // Ends the output: the model's end of sequence, or a special token that is not syntax of its
-  // output format (a model that opens a new turn with <|im_start|> has finished this one).
+  // Ends the output: the model's end of sequence, a special token its format says ends the turn
+  // (Harmony's <|call|>), or a special token that is not syntax of its output format (a model
+  // that opens a new turn with <|im_start|> has finished this one).
   bool ends_output(int32_t id) const {
     const auto& eos = model_.weights().eos_token_ids;
     if (std::find(eos.begin(), eos.end(), id) != eos.end()) return true;
     const text::Tokenizer& tok = model_.tokenizer();
-    return tok.is_special(id) && !toolcall::is_output_syntax(parser_options_.format, tok.token_text(id));
+    if (!tok.is_special(id)) return false;
+    const std::string_view token = tok.token_text(id);
+    return toolcall::ends_turn(parser_options_.format, token) || !toolcall::is_output_syntax(parser_options_.format, token);
   }
 
   // The next token: the budget's end-of-reasoning marker while it is being written, else sampled.

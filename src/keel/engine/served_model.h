@@ -18,6 +18,7 @@
 #include "keel/arch/transformer.h"
 #include "keel/chat/chat_renderer.h"
 #include "keel/chat/chat_roles.h"
+#include "keel/engine/prompt_render.h"
 #include "keel/model/weights.h"
 #include "keel/text/tokenizer.h"
 #include "keel/toolcall/format_detect.h"
@@ -49,7 +50,7 @@ class ServedModel {
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   const toolcall::ToolCallFormatInfo& tool_call_format() const { return format_; }
   std::string tool_call_format_origin() const { return format_origin_; }
-  const toolcall::ReasoningControl& reasoning() const { return reasoning_; }
+  const toolcall::ReasoningControl& reasoning() const { return template_reading_.reasoning; }
   int threads() const { return pool_->size(); }
 
   // Renders messages and tools (OpenAI form; tools null for none) through the model's template
@@ -59,8 +60,15 @@ class ServedModel {
   // else they are folded into a user message (chat/system_fold.h). Special tokens become control
   // tokens only in the template's own markup, never in text the client wrote
   // (chat::encode_rendered_prompt).
+  // `controls` set the template variables a request decides (enable_thinking, reasoning_effort)
+  // and continue_last; earlier turns are shaped the way the template reads them
+  // (engine/prompt_render.h).
   PreparedPrompt prepare(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                         bool enable_thinking, bool continue_last = false) const;
+                         const PromptControls& controls) const;
+  PreparedPrompt prepare(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                         bool enable_thinking, bool continue_last = false) const {
+    return prepare(messages, tools, PromptControls{enable_thinking, std::nullopt, continue_last});
+  }
 
  private:
   ModelWeights weights_;
@@ -70,7 +78,7 @@ class ServedModel {
   std::optional<chat::ChatTemplate> template_;
   toolcall::ToolCallFormatInfo format_;
   std::string format_origin_;
-  toolcall::ReasoningControl reasoning_;
+  TemplateReading template_reading_;  // reasoning control and call format as the template renders them
 };
 
 }  // namespace keel

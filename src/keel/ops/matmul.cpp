@@ -19,19 +19,7 @@ MlxRows mlx_rows(const Matrix& w) {
   return {reinterpret_cast<const uint32_t*>(w.data), w.scales.data(), w.biases.data(), w.bits(), w.group_size, w.cols};
 }
 
-// MXFP4 rows are widened one at a time (32 bytes of f32 per 16 packed bytes, in L1) and then
-// multiplied like f32 rows, so a decode step sums in exactly the order a prefill chunk does.
-void gemv_mxfp4(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* y) {
-  thread_local std::vector<float> row;
-  row.resize(static_cast<size_t>(w.cols));
-  for (int64_t r = r0; r < r1; ++r) {
-    decode_row(w, r, row.data());
-    gemv_f32(row.data(), w.cols, x, 0, 1, y + (r - r0));
-  }
-}
-
-// The sixteen e2m1 values, by code: sign bit 3, then two exponent bits and one mantissa bit.
-constexpr float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+Mxfp4Rows mxfp4_rows(const Matrix& w) { return {w.data, w.block_exponents, w.cols}; }
 
 void gemv_range(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* y) {
   switch (w.format) {
@@ -40,7 +28,7 @@ void gemv_range(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* 
     case WeightFormat::BF16: gemv_bf16(reinterpret_cast<const uint16_t*>(w.data), w.cols, x, r0, r1, y); break;
     case WeightFormat::MLX4:
     case WeightFormat::MLX8: gemm_mlx(mlx_rows(w), x, 1, r0, r1, y, 0); break;
-    case WeightFormat::MXFP4: gemv_mxfp4(w, x, r0, r1, y); break;
+    case WeightFormat::MXFP4: gemv_mxfp4(mxfp4_rows(w), x, r0, r1, y); break;
   }
 }
 
@@ -77,21 +65,9 @@ void decode_row(const Matrix& w, int64_t row, float* out) {
       }
       return;
     }
-    case WeightFormat::MXFP4: {
-      const int64_t blocks = w.cols / 32;
-      const uint8_t* exponents = w.block_exponents + row * blocks;
-      for (int64_t b = 0; b < blocks; ++b) {
-        // e8m0: 2^(e - 127); 255 would be NaN, which no real checkpoint stores.
-        const float scale = std::ldexp(1.0f, static_cast<int>(exponents[b]) - 127);
-        const uint8_t* bytes = base + b * 16;
-        float* o = out + b * 32;
-        for (int i = 0; i < 16; ++i) {
-          o[2 * i] = kE2m1[bytes[i] & 0x0F] * scale;
-          o[2 * i + 1] = kE2m1[bytes[i] >> 4] * scale;
-        }
-      }
+    case WeightFormat::MXFP4:
+      decode_mxfp4_rows(mxfp4_rows(w), row, row + 1, out);
       return;
-    }
   }
 }
 

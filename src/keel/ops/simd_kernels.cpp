@@ -7,6 +7,8 @@
 #include "hwy/contrib/math/math-inl.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <vector>
 
 #include "keel/ops/simd_kernels.h"
@@ -195,6 +197,102 @@ void GemmMlx(const MlxRows& m, const float* x, int64_t n_tokens, int64_t r0, int
   else GemmMlxT<8>(m, x, n_tokens, r0, r1, y, y_stride);
 }
 
+// MXFP4 rows, widened to f32 in natural order. A block's 16 bytes are split into nibbles,
+// interleaved back into element order (low nibble first), looked up as twice their e2m1 value
+// (small integers: one byte shuffle against a 16-entry table) and scaled by half the block's
+// power of two; every value is exact, so any later sum sees the same floats.
+constexpr int8_t kTwiceE2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 127) / 2 for each e8m0 exponent (the table above doubled the codes).
+const float* HalfBlockScales() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int e = 0; e < 256; ++e) t[static_cast<size_t>(e)] = std::ldexp(1.0f, e - 128);
+    return t;
+  }();
+  return table.data();
+}
+
+// twice[0..32) = the doubled values of one block's 16 code bytes, in element order.
+HWY_INLINE void SplitMxfp4Block(const uint8_t* codes, int8_t* twice) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int i = 0; i < 16; ++i) {
+    twice[2 * i] = kTwiceE2m1[codes[i] & 0x0F];
+    twice[2 * i + 1] = kTwiceE2m1[codes[i] >> 4];
+  }
+#else
+  const hn::Full128<uint8_t> d16;
+  const auto table = hn::LoadU(d16, reinterpret_cast<const uint8_t*>(kTwiceE2m1));
+  const auto low = hn::Set(d16, uint8_t{0x0F});
+  const auto bytes = hn::LoadU(d16, codes);
+  const auto lo = hn::And(bytes, low), hi = hn::And(hn::ShiftRight<4>(bytes), low);
+  hn::StoreU(hn::TableLookupBytes(table, hn::InterleaveLower(d16, lo, hi)), d16, reinterpret_cast<uint8_t*>(twice));
+  hn::StoreU(hn::TableLookupBytes(table, hn::InterleaveUpper(d16, lo, hi)), d16, reinterpret_cast<uint8_t*>(twice + 16));
+#endif
+}
+
+void DecodeMxfp4Rows(const Mxfp4Rows& m, int64_t r0, int64_t r1, float* out) {
+  const DF df;
+  const hn::Rebind<int8_t, DF> di8;
+  const hn::Rebind<int32_t, DF> di32;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const float* scales = HalfBlockScales();
+  const int64_t blocks = m.cols / 32;
+  alignas(64) int8_t twice[32];  // one block's values, doubled
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* codes = m.codes + r * (m.cols / 2);
+    const uint8_t* exponents = m.exponents + r * blocks;
+    float* row = out + (r - r0) * m.cols;
+    for (int64_t b = 0; b < blocks; ++b) {
+      SplitMxfp4Block(codes + b * 16, twice);
+      const float scale = scales[exponents[b]];
+      float* o = row + b * 32;
+      if (32 % N == 0) {
+        const auto vscale = hn::Set(df, scale);
+        for (int64_t j = 0; j < 32; j += N)
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, twice + j))), vscale), df, o + j);
+      } else {
+        for (int j = 0; j < 32; ++j) o[j] = static_cast<float>(twice[j]) * scale;
+      }
+    }
+  }
+}
+
+// y[r - r0] = dot(row r, x): the rows widened in registers exactly as DecodeMxfp4Rows widens them,
+// summed in DotWith's order, so the result equals GemvF32 (and GemmRowsF32) over widened rows.
+void GemvMxfp4(const Mxfp4Rows& m, const float* x, int64_t r0, int64_t r1, float* y) {
+  const DF df;
+  const hn::Rebind<int8_t, DF> di8;
+  const hn::Rebind<int32_t, DF> di32;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  if (32 % N != 0) {  // no such target on x86 or ARM today; keep the order by widening first
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(m.cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      DecodeMxfp4Rows(m, r, r + 1, row.data());
+      y[r - r0] = DotWith(F32Row{row.data()}, x, m.cols);
+    }
+    return;
+  }
+  const float* scales = HalfBlockScales();
+  const int64_t blocks = m.cols / 32;
+  alignas(64) int8_t twice[32];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* codes = m.codes + r * (m.cols / 2);
+    const uint8_t* exponents = m.exponents + r * blocks;
+    auto acc = hn::Zero(df);
+    for (int64_t b = 0; b < blocks; ++b) {
+      SplitMxfp4Block(codes + b * 16, twice);
+      const auto scale = hn::Set(df, scales[exponents[b]]);
+      for (int64_t j = 0; j < 32; j += N) {
+        const auto w = hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, twice + j))), scale);
+        acc = hn::MulAdd(w, hn::LoadU(df, x + b * 32 + j), acc);
+      }
+    }
+    y[r - r0] = hn::GetLane(hn::SumOfLanes(df, acc));
+  }
+}
+
 // A 4x4 register tile: 4 weight rows against 4 tokens per pass over the columns, so each loaded
 // vector feeds four FMAs. Rows or tokens beyond the block are aliased to the first and dropped.
 void GemmRowsF32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols, float* y,
@@ -298,6 +396,8 @@ HWY_AFTER_NAMESPACE();
 namespace keel::ops {
 
 HWY_EXPORT(GemvF32);
+HWY_EXPORT(DecodeMxfp4Rows);
+HWY_EXPORT(GemvMxfp4);
 HWY_EXPORT(GemvF16);
 HWY_EXPORT(GemvBF16);
 HWY_EXPORT(GemmMlx);
@@ -317,6 +417,12 @@ void gemv_bf16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int6
 }
 void gemm_mlx(const MlxRows& w, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t y_stride) {
   HWY_DYNAMIC_DISPATCH(GemmMlx)(w, x, n_tokens, r0, r1, y, y_stride);
+}
+void gemv_mxfp4(const Mxfp4Rows& w, const float* x, int64_t r0, int64_t r1, float* y) {
+  HWY_DYNAMIC_DISPATCH(GemvMxfp4)(w, x, r0, r1, y);
+}
+void decode_mxfp4_rows(const Mxfp4Rows& w, int64_t r0, int64_t r1, float* out) {
+  HWY_DYNAMIC_DISPATCH(DecodeMxfp4Rows)(w, r0, r1, out);
 }
 void gemm_rows_f32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols, float* y,
                    int64_t y_stride) {

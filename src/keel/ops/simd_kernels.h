@@ -25,6 +25,20 @@ struct MlxRows {
 // y[t * y_stride + (r - r0)] = dot(row r, x[t]) for r in [r0, r1), t < n_tokens (x rows `cols` apart).
 void gemm_mlx(const MlxRows& w, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y, int64_t y_stride);
 
+// MXFP4 rows (OCP microscaling, gpt-oss experts): per 32 elements, 16 bytes of e2m1 codes (low
+// nibble first) and one e8m0 exponent e scaling the block by 2^(e - 127).
+struct Mxfp4Rows {
+  const uint8_t* codes;      // [rows][cols / 2]
+  const uint8_t* exponents;  // [rows][cols / 32]
+  int64_t cols;              // a multiple of 32
+};
+// out[(r - r0) * cols + c] = element c of row r, for r in [r0, r1): the exact values, so a
+// product over widened rows sums the same floats however the rows were widened.
+void decode_mxfp4_rows(const Mxfp4Rows& w, int64_t r0, int64_t r1, float* out);
+// y[r - r0] = dot(row r, x), bit for bit what gemv_f32 gives over the rows decode_mxfp4_rows
+// widens (and so what gemm_rows_f32 gives for any number of tokens), without widening them.
+void gemv_mxfp4(const Mxfp4Rows& w, const float* x, int64_t r0, int64_t r1, float* y);
+
 // Multi-token product for a small block of f32 rows: y[t * y_stride + r] = dot(rows[r], x[t]) for
 // r < n_rows (at most 4, each `cols` long, contiguous) and t < n_tokens (x rows `cols` apart).
 void gemm_rows_f32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols,

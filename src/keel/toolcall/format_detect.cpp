@@ -160,6 +160,42 @@ bool reads_variable(const std::vector<Token>& tokens, std::string_view name) {
   return false;
 }
 
+// True when the template reads `name` as a field of some object: `x.name`, `x['name']` or
+// `'name' in x`.
+bool reads_field(const std::vector<Token>& tokens, std::string_view name) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].text != name) continue;
+    const bool prev_dot = i > 0 && tokens[i - 1].text == ".";
+    const bool prev_bracket = i > 0 && tokens[i - 1].text == "[";
+    const bool next_in = i + 1 < tokens.size() && tokens[i + 1].text == "in";
+    if (tokens[i].kind == TokenKind::Identifier && prev_dot) return true;
+    if (tokens[i].kind == TokenKind::String && (prev_bracket || next_in)) return true;
+  }
+  return false;
+}
+
+ReasoningControl classify_reasoning(std::string_view text, const ScannedTemplate& scanned) {
+  const std::vector<Token>& code = scanned.code;
+  if (reads_variable(code, "enable_thinking")) return {ReasoningKind::Switchable, "enable_thinking"};
+  if (reads_variable(code, "thinking_budget")) return {ReasoningKind::Switchable, "thinking_budget (0 turns it off)"};
+  if (reads_variable(code, "thinking")) return {ReasoningKind::Switchable, "thinking"};
+  if (text.find("/no_think") != std::string_view::npos) {
+    return {ReasoningKind::Switchable, "/think or /no_think in the system prompt"};
+  }
+  if (reads_variable(code, "reasoning_effort")) {
+    return {ReasoningKind::AlwaysOn, "reasoning_effort sets how much, it cannot be turned off"};
+  }
+  // Only markers the template writes count: a template that merely strips old </think> blocks
+  // from history belongs to a model that does not reason.
+  for (std::string_view marker : {"<think>", "</think>", "<seed:think>", "[THINK]", "<thinking>",
+                                  "<|START_THINKING|>", "[BEGIN FINAL RESPONSE]"}) {
+    if (scanned.written.find(marker) != std::string::npos) {
+      return {ReasoningKind::AlwaysOn, "the template writes " + std::string(marker) + " with no switch"};
+    }
+  }
+  return {ReasoningKind::None, ""};
+}
+
 }  // namespace
 
 ToolCallFormatInfo tool_call_format_info(ToolCallFormat f) {
@@ -232,25 +268,13 @@ std::string describe_tool_call_format(const ToolCallFormatInfo& info) {
 
 ReasoningControl detect_reasoning_control(std::string_view text) {
   const ScannedTemplate scanned = scan_template(text);
-  const std::vector<Token>& code = scanned.code;
-  if (reads_variable(code, "enable_thinking")) return {ReasoningKind::Switchable, "enable_thinking"};
-  if (reads_variable(code, "thinking_budget")) return {ReasoningKind::Switchable, "thinking_budget (0 turns it off)"};
-  if (reads_variable(code, "thinking")) return {ReasoningKind::Switchable, "thinking"};
-  if (text.find("/no_think") != std::string_view::npos) {
-    return {ReasoningKind::Switchable, "/think or /no_think in the system prompt"};
-  }
-  if (reads_variable(code, "reasoning_effort")) {
-    return {ReasoningKind::AlwaysOn, "reasoning_effort sets how much, it cannot be turned off"};
-  }
-  // Only markers the template writes count: a template that merely strips old </think> blocks
-  // from history belongs to a model that does not reason.
-  for (std::string_view marker : {"<think>", "</think>", "<seed:think>", "[THINK]", "<thinking>",
-                                  "<|START_THINKING|>", "[BEGIN FINAL RESPONSE]"}) {
-    if (scanned.written.find(marker) != std::string::npos) {
-      return {ReasoningKind::AlwaysOn, "the template writes " + std::string(marker) + " with no switch"};
-    }
-  }
-  return {ReasoningKind::None, ""};
+  ReasoningControl c = classify_reasoning(text, scanned);
+  c.reads_effort = reads_variable(scanned.code, "reasoning_effort");
+  // reasoning_content is what requests carry; only a template that never reads it and reads
+  // `thinking` instead (gpt-oss) needs it renamed.
+  if (reads_field(scanned.code, "reasoning_content")) c.history_field = "reasoning_content";
+  else if (reads_field(scanned.code, "thinking")) c.history_field = "thinking";
+  return c;
 }
 
 std::string_view reasoning_kind_name(ReasoningKind kind) {

@@ -59,6 +59,13 @@ enum class ReasoningKind { None, Switchable, AlwaysOn };
 struct ReasoningControl {
   ReasoningKind kind = ReasoningKind::None;
   std::string how;  // the switch ("enable_thinking"), or what shows reasoning is always on
+  // The template reads a `reasoning_effort` variable (gpt-oss writes it as its "Reasoning: low|
+  // medium|high" system line), so a request's effort level can be passed to it.
+  bool reads_effort = false;
+  // The assistant-message field the template reads earlier reasoning from: "reasoning_content"
+  // (most templates), "thinking" (gpt-oss, LFM2.5), or empty when it reads neither. Requests carry
+  // earlier reasoning as "reasoning_content"; ServedModel::prepare renames it to this field.
+  std::string history_field;
 };
 
 ReasoningControl detect_reasoning_control(std::string_view template_text);

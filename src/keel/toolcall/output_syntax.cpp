@@ -38,6 +38,12 @@ bool is_output_syntax(ToolCallFormat format, std::string_view token) {
   }
 }
 
+bool ends_turn(ToolCallFormat format, std::string_view token) {
+  // gpt-oss's generation_config.json lists <|call|> among its eos ids in some releases and not in
+  // others; the format is what says a turn ends there.
+  return format == ToolCallFormat::Harmony && listed({"<|call|>", "<|return|>"}, token);
+}
+
 std::string_view reasoning_closer(ToolCallFormat format) {
   switch (format) {
     case ToolCallFormat::Harmony: return {};

@@ -12,6 +12,12 @@ namespace keel::toolcall {
 // True when `token` (a special token's text) is markup the parser of `format` consumes.
 bool is_output_syntax(ToolCallFormat format, std::string_view token);
 
+// True when `token` (a special token's text) ends the assistant's turn in `format`'s output even
+// though the model's end-of-sequence ids may not list it: Harmony's <|call|> (the call waits for
+// its result) and <|return|>. The engine stops there as at end of sequence; a call the token
+// closes is complete without it.
+bool ends_turn(ToolCallFormat format, std::string_view token);
+
 // The text that closes a reasoning block in `format`'s output ("\n</think>\n\n" for the <think>
 // formats), written when a reasoning budget runs out. Empty when keel cannot close it (Harmony's
 // analysis channel).
