@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -23,22 +22,12 @@
 #include "keel/kv/kv_footprint.h"
 #include "keel/toolcall/output_syntax.h"
 #include "server_support.h"
+#include "tokenizer_support.h"
 
 namespace keel::test {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-void write_harmony_tokenizer(const std::filesystem::path& from, const std::filesystem::path& to) {
-  json tok = json::parse(read_text(from));
-  for (auto& added : tok["added_tokens"]) {
-    if (added["content"] == "<tool_call>") added["content"] = "<|call|>";
-    else if (added["content"] == "</tool_call>") added["content"] = "<|return|>";
-    else continue;
-    added["special"] = true;
-  }
-  std::ofstream(to) << tok.dump();
-}
 
 ServedModel& harmony_model() {
   static TempDir dir;
@@ -46,7 +35,8 @@ ServedModel& harmony_model() {
     const auto src = tiny_toolcaller_dir();
     for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "tokenizer_config.json"})
       std::filesystem::copy_file(src / f, dir.path() / f);
-    write_harmony_tokenizer(src / "tokenizer.json", dir.path() / "tokenizer.json");
+    write_tokenizer_with_specials(src / "tokenizer.json", dir.path() / "tokenizer.json",
+                                  {{"<tool_call>", "<|call|>"}, {"</tool_call>", "<|return|>"}});
     ServedModelOptions o;
     o.dir = dir.path();
     o.threads = 1;  // its matmuls are too small to share; one thread is faster

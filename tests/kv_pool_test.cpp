@@ -108,6 +108,26 @@ TEST(KvPool, ChunkedPrefillEqualsOneShotUnderEveryPolicy) {
   }
 }
 
+// gpt-oss alternates sliding (window 8) and full layers: after 300 tokens its sliding layers hold
+// a few blocks each while the full layers hold all 19, exactly what the footprint (and so the
+// planner) counts.
+TEST(KvPool, GptOssSlidingLayersHoldOnlyTheirWindow) {
+  Model m("tiny-gptoss-random");
+  std::mt19937 rng(4);
+  const Conversation c = random_conversation(rng, 300, m.weights.spec.vocab_size);
+  for (const KvPolicy& policy : {KvPolicy::parse("full"), KvPolicy::parse("int8"), KvPolicy::parse("protect")}) {
+    SCOPED_TRACE(policy.describe());
+    KvPool pool(m.weights.spec, kBudget, policy, true);
+    auto seq = pool.open(c.ids, c.roles);
+    run_rest(m.model, *seq, c, 64);
+    const int64_t used = pool.stats().used_bytes;
+    EXPECT_EQ(used, kv_sequence_bytes(m.weights.spec, policy, c.roles));
+    ModelSpec all_full = m.weights.spec;
+    for (LayerSpec& l : all_full.layers) l.attention = AttentionKind::Full;
+    EXPECT_LT(used, kv_sequence_bytes(all_full, policy, c.roles) * 2 / 3);
+  }
+}
+
 TEST(KvPool, BlocksTakeTheirFormatAndAreQuantizedOnce) {
   Model m("tiny-toolcaller");
   std::mt19937 rng(2);
