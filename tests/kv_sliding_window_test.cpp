@@ -278,6 +278,46 @@ TEST(KvSlidingWindow, PrefixReuseIsExactAndBacksOffWhereWindowRowsAreGone) {
   }
 }
 
+// A served turn marks its prompt's end (keep_window_for_branch) before generating. The next turn
+// re-renders the prompt and diverges in the answer: it reuses the whole prompt, exactly, though the
+// answer's generation moved every window past it. Without the mark nothing is reused. A later mark
+// of the same conversation lets the earlier kept rows go.
+TEST(KvSlidingWindow, ANextTurnBranchingAtThePromptEndReusesThePrompt) {
+  const ModelSpec spec = toy_spec({S, S, F, S}, 20);
+  const ToyModel model(windows_of(spec));
+  for (const KvPolicy& policy : policies()) {
+    for (bool mark : {true, false}) {
+      SCOPED_TRACE(policy.describe() + (mark ? " marked" : " unmarked"));
+      std::mt19937 rng(35);
+      KvPool pool(spec, kBudget, policy, true);
+      Conversation turn;
+      add_random_turns(turn, rng, 200);
+      int64_t before_answer = 0;
+      {
+        auto seq = pool.open(turn.ids, turn.roles);
+        run_rest(model, *seq, turn, 64);
+        if (mark) seq->keep_window_for_branch();
+        before_answer = pool.stats().used_bytes;
+        Conversation answered = turn;
+        add_random_turns(answered, rng, 80);  // the answer, one token at a time
+        run_rest(model, *seq, answered, 1);
+        seq->publish();
+      }
+      Conversation next = turn;  // the same prompt, then another answer and a new question
+      add_random_turns(next, rng, 60);
+      auto seq = pool.open(next.ids, next.roles);
+      EXPECT_EQ(seq->size(), mark ? 192 : 0);
+      EXPECT_TRUE(same_bits(run_rest(model, *seq, next, 16), fresh(spec, policy, next)));
+      if (!mark) continue;
+      // Marking this turn's end lets the first mark's rows go (nothing else reads them).
+      const int64_t held = pool.stats().used_bytes;
+      seq->keep_window_for_branch();
+      EXPECT_LT(pool.stats().used_bytes, held);
+      EXPECT_GT(before_answer, 0);
+    }
+  }
+}
+
 TEST(KvSlidingWindow, TrimAndReextendEqualsFresh) {
   const ModelSpec spec = toy_spec({S, F, S}, 20);
   const ToyModel model(windows_of(spec));

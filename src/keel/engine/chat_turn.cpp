@@ -46,6 +46,9 @@ class TurnRunner {
     const auto start = Clock::now();
     result_.stats.prompt_tokens = static_cast<int64_t>(prompt_.ids.size());
     prefill();
+    // The next turn re-renders this prompt and diverges in the answer: keep what sliding-window
+    // layers need to resume from here.
+    session_.sequence().keep_window_for_branch();
     result_.stats.prefill_seconds = seconds_since(start);
     const auto decode_start = Clock::now();
     if (!done_) decode(start);

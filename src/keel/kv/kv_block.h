@@ -25,8 +25,10 @@ struct KvGroupRows {
   std::vector<uint8_t> quantized;
   int64_t quantized_layers = 0;  // the group's first layers whose quantized rows are written
   // Sliding groups: sequences whose kept window (window_rows_kept_from) still reaches this block.
-  // When the last of them moves past it, both forms are freed.
+  // When the last of them moves past it, both forms are freed, unless a turn may branch where the
+  // window still reaches it (KvSequence::keep_window_for_branch).
   int64_t window_pins = 0;
+  bool kept_for_branch = false;
 };
 
 struct KvBlock {
@@ -45,6 +47,7 @@ struct KvBlock {
   int64_t holders = 0;    // sequences holding it
   int64_t children = 0;   // cached blocks naming it as parent (it cannot go before them)
   int64_t full_pins = 0;  // sequences that may still read or quantize its full-precision rows
+  bool full_kept_for_branch = false;  // a turn may branch where they are read (keep_window_for_branch)
   uint64_t last_use = 0;  // LRU stamp
 };
 

@@ -187,7 +187,7 @@ void KvPool::quantize_layer_locked(KvBlock& block, int64_t layer) {
 }
 
 void KvPool::drop_full_if_unneeded_locked(KvBlock& block) {
-  if (block.full_pins > 0 || !block.format_known || block.format == KvFormat::BF16) return;
+  if (block.full_pins > 0 || block.full_kept_for_branch || !block.format_known || block.format == KvFormat::BF16) return;
   for (int64_t g = 0; g < layout_.group_count(); ++g) {
     KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
     if (!rows.full.empty() && rows.quantized_layers == static_cast<int64_t>(layout_.group(g).layers.size()))
@@ -197,7 +197,12 @@ void KvPool::drop_full_if_unneeded_locked(KvBlock& block) {
 
 void KvPool::unpin_window_locked(KvBlock& block, int64_t group) {
   KvGroupRows& rows = block.groups[static_cast<size_t>(group)];
-  if (--rows.window_pins > 0) return;
+  if (--rows.window_pins > 0 || rows.kept_for_branch) return;
+  free_window_rows_locked(block, group);
+}
+
+void KvPool::free_window_rows_locked(KvBlock& block, int64_t group) {
+  KvGroupRows& rows = block.groups[static_cast<size_t>(group)];
   // No sequence's window reaches the block in this group any more: neither form is read again
   // (a sequence that needs them would have to reach back, and backs off instead).
   free_rows_locked(rows.full, KvFormat::BF16);

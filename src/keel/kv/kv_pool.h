@@ -78,6 +78,7 @@ class KvPool {
   void drop_full_if_unneeded_locked(KvBlock& block);
   void pin_window_locked(KvBlock& block, int64_t group) { ++block.groups[static_cast<size_t>(group)].window_pins; }
   void unpin_window_locked(KvBlock& block, int64_t group);  // the last pin frees the group's rows
+  void free_window_rows_locked(KvBlock& block, int64_t group);
   void hold_locked(KvBlock& block);
   void release_locked(KvBlock& block);
   void settle_locked(KvBlock& block);  // unreferenced: evictable if cached, else freed

@@ -280,6 +280,32 @@ KvFormat KvSequence::final_format_locked(int64_t block) {
   return b.format;
 }
 
+void KvSequence::keep_window_for_branch() {
+  std::lock_guard lock(pool_.mu_);
+  // Full precision: the rows this sequence still pins (the recent window at size() and one more).
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    KvBlock& block = *blocks_[i];
+    const bool keep = i >= pinned_from_;
+    if (block.full_kept_for_branch == keep) continue;
+    block.full_kept_for_branch = keep;
+    if (!keep) pool_.drop_full_if_unneeded_locked(block);
+  }
+  // Sliding groups: the blocks this sequence's window still reaches.
+  const KvBlockLayout& layout = pool_.layout();
+  for (int64_t g = 0; g < layout.group_count(); ++g) {
+    if (layout.group(g).window == 0) continue;
+    const size_t from = window_from_[static_cast<size_t>(g)];
+    // An earlier mark of this conversation is behind this one now: its rows may go.
+    for (size_t i = 0; i < from; ++i) {
+      KvGroupRows& rows = blocks_[i]->groups[static_cast<size_t>(g)];
+      if (!rows.kept_for_branch) continue;
+      rows.kept_for_branch = false;
+      if (rows.window_pins == 0) pool_.free_window_rows_locked(*blocks_[i], g);
+    }
+    for (size_t i = from; i < blocks_.size(); ++i) blocks_[i]->groups[static_cast<size_t>(g)].kept_for_branch = true;
+  }
+}
+
 void KvSequence::publish() {
   std::lock_guard lock(pool_.mu_);
   const KvBlockLayout& layout = pool_.layout();
@@ -308,6 +334,7 @@ void KvSequence::publish() {
             ++have.window_pins;
             --mine.window_pins;
           }
+          have.kept_for_branch = have.kept_for_branch || mine.kept_for_branch;
           if (have.full.empty()) have.full.swap(mine.full);
           if (mine.quantized_layers > have.quantized_layers) {
             have.quantized.swap(mine.quantized);
@@ -315,6 +342,7 @@ void KvSequence::publish() {
           }
         }
         if (pinned) --block->full_pins;
+        existing->full_kept_for_branch = existing->full_kept_for_branch || block->full_kept_for_branch;
         pool_.release_locked(*block);  // private: frees the rows it still has
         pool_.drop_full_if_unneeded_locked(*existing);
         blocks_[i] = existing;

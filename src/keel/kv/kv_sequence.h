@@ -49,6 +49,13 @@ class KvSequence final : public KvCache {
   // back to where its rows still are (usually the start). The caller appends and runs the tokens
   // from size() on again.
   int64_t trim(int64_t n);
+  // Keeps the rows a branch at size() needs even after this sequence moves on: the full-precision
+  // rows of its recent window (and the one before) and, in every sliding-window group, the rows its
+  // window reaches. The next turn of a conversation re-renders this prompt and diverges only in the
+  // answer, so it reuses the whole prompt instead of recomputing from the start however long the
+  // answer was. The rows go when their block is evicted, or when a later mark on this conversation's
+  // blocks replaces this one (one kept branch point per conversation). Call it after a prompt's prefill.
+  void keep_window_for_branch();
   // Offers the complete blocks to the prefix cache. Blocks stay cached after the sequence is gone
   // until evicted least-recently-used under the budget.
   void publish();
