@@ -235,6 +235,14 @@ Matrix load_matrix(const TensorIndex& index, const ModelSpec& spec, const std::s
   return std::move(load_matrices(index, spec, prefix, 0, rows, cols).front());
 }
 
+ExpertWeights gated_expert(Matrix gate, Matrix up, Matrix down) {
+  ExpertWeights e;
+  e.gate = std::move(gate);
+  e.up = std::move(up);
+  e.down = std::move(down);
+  return e;
+}
+
 // gpt-oss's MXFP4 experts as OpenAI ships them: `prefix`_blocks U8 (stack, rows, cols/32, 16) and
 // `prefix`_scales U8 (stack, rows, cols/32), used in place.
 std::vector<Matrix> load_mxfp4_matrices(const TensorIndex& index, const std::string& prefix, int64_t stack,
@@ -309,14 +317,14 @@ void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& m
     auto up = load_matrices(index, s, p + n.stacked_experts + n.expert_up, moe.experts, ff, d);
     auto down = load_matrices(index, s, p + n.stacked_experts + n.expert_down, moe.experts, d, ff);
     for (size_t e = 0; e < l.experts.size(); ++e)
-      l.experts[e] = {.gate = std::move(gate[e]), .up = std::move(up[e]), .down = std::move(down[e])};
+      l.experts[e] = gated_expert(std::move(gate[e]), std::move(up[e]), std::move(down[e]));
     return;
   }
   for (int64_t e = 0; e < moe.experts; ++e) {
     const std::string x = p + n.experts + std::to_string(e) + ".";
-    l.experts[static_cast<size_t>(e)] = {.gate = load_matrix(index, s, x + n.expert_gate, ff, d),
-                                         .up = load_matrix(index, s, x + n.expert_up, ff, d),
-                                         .down = load_matrix(index, s, x + n.expert_down, d, ff)};
+    l.experts[static_cast<size_t>(e)] = gated_expert(load_matrix(index, s, x + n.expert_gate, ff, d),
+                                                     load_matrix(index, s, x + n.expert_up, ff, d),
+                                                     load_matrix(index, s, x + n.expert_down, d, ff));
   }
 }
 

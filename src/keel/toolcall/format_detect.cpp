@@ -174,26 +174,34 @@ bool reads_field(const std::vector<Token>& tokens, std::string_view name) {
   return false;
 }
 
+// How reasoning is switched; what else the template reads is filled in by the caller.
+ReasoningControl reasoning(ReasoningKind kind, std::string how) {
+  ReasoningControl c;
+  c.kind = kind;
+  c.how = std::move(how);
+  return c;
+}
+
 ReasoningControl classify_reasoning(std::string_view text, const ScannedTemplate& scanned) {
   const std::vector<Token>& code = scanned.code;
-  if (reads_variable(code, "enable_thinking")) return {ReasoningKind::Switchable, "enable_thinking"};
-  if (reads_variable(code, "thinking_budget")) return {ReasoningKind::Switchable, "thinking_budget (0 turns it off)"};
-  if (reads_variable(code, "thinking")) return {ReasoningKind::Switchable, "thinking"};
+  if (reads_variable(code, "enable_thinking")) return reasoning(ReasoningKind::Switchable, "enable_thinking");
+  if (reads_variable(code, "thinking_budget")) return reasoning(ReasoningKind::Switchable, "thinking_budget (0 turns it off)");
+  if (reads_variable(code, "thinking")) return reasoning(ReasoningKind::Switchable, "thinking");
   if (text.find("/no_think") != std::string_view::npos) {
-    return {ReasoningKind::Switchable, "/think or /no_think in the system prompt"};
+    return reasoning(ReasoningKind::Switchable, "/think or /no_think in the system prompt");
   }
   if (reads_variable(code, "reasoning_effort")) {
-    return {ReasoningKind::AlwaysOn, "reasoning_effort sets how much, it cannot be turned off"};
+    return reasoning(ReasoningKind::AlwaysOn, "reasoning_effort sets how much, it cannot be turned off");
   }
   // Only markers the template writes count: a template that merely strips old </think> blocks
   // from history belongs to a model that does not reason.
   for (std::string_view marker : {"<think>", "</think>", "<seed:think>", "[THINK]", "<thinking>",
                                   "<|START_THINKING|>", "[BEGIN FINAL RESPONSE]"}) {
     if (scanned.written.find(marker) != std::string::npos) {
-      return {ReasoningKind::AlwaysOn, "the template writes " + std::string(marker) + " with no switch"};
+      return reasoning(ReasoningKind::AlwaysOn, "the template writes " + std::string(marker) + " with no switch");
     }
   }
-  return {ReasoningKind::None, ""};
+  return reasoning(ReasoningKind::None, "");
 }
 
 }  // namespace
