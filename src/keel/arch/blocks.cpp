@@ -17,6 +17,17 @@ void post_norm(const ModelSpec& s, const std::vector<float>& weight, int64_t n, 
   if (!weight.empty()) norm_rows(s, weight, ws.h.data(), n, ws.h.data());
 }
 
+// h (n, dim) -> h: the dense gated FFN of the layer, in place.
+void dense_ffn(const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool, Workspace& ws) {
+  const int64_t ff = ls.ffn_dim;
+  resize(ws.gate, n * ff);
+  resize(ws.up, n * ff);
+  ops::matmul(w.gate, ws.h.data(), n, ws.gate.data(), pool);
+  ops::matmul(w.up, ws.h.data(), n, ws.up.data(), pool);
+  ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), n * ff, ws.gate.data());
+  ops::matmul(w.down, ws.gate.data(), n, ws.h.data(), pool);
+}
+
 }  // namespace
 
 void norm_rows(const ModelSpec& s, const std::vector<float>& weight, const float* in, int64_t n, float* out) {
@@ -35,7 +46,10 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
   resize(ws.v, n * kvd);
   ops::matmul(w.wq, ws.h.data(), n, ws.q.data(), pool);
   ops::matmul(w.wk, ws.h.data(), n, ws.k.data(), pool);
-  ops::matmul(w.wv, ws.h.data(), n, ws.v.data(), pool);
+  if (ls.values_are_keys)
+    std::copy_n(ws.k.data(), n * kvd, ws.v.data());  // before k's norm and rope
+  else
+    ops::matmul(w.wv, ws.h.data(), n, ws.v.data(), pool);
 
   for (int64_t t = 0; t < n; ++t) {
     float* q = ws.q.data() + t * qd;  // (heads, head_dim)
@@ -49,6 +63,8 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
       for (int64_t h = 0; h < ls.num_kv_heads; ++h)
         ops::rms_norm(k + h * hd, w.k_norm.data(), hd, s.norm_eps, k + h * hd, s.norm);
     }
+    if (ls.v_norm)
+      for (int64_t h = 0; h < ls.num_kv_heads; ++h) ops::rms_norm(v + h * hd, nullptr, hd, s.norm_eps, v + h * hd);
     rope.apply(q, ls.num_heads, pos0 + t);
     rope.apply(k, ls.num_kv_heads, pos0 + t);
     cache.store(layer, pos0 + t, k, v);
@@ -83,16 +99,10 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
 
 void gated_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
                      Workspace& ws) {
-  const int64_t d = s.hidden_size, ff = ls.ffn_dim;
   norm_rows(s, w.ffn_norm, ws.x.data(), n, ws.h.data());
-  resize(ws.gate, n * ff);
-  resize(ws.up, n * ff);
-  ops::matmul(w.gate, ws.h.data(), n, ws.gate.data(), pool);
-  ops::matmul(w.up, ws.h.data(), n, ws.up.data(), pool);
-  ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), n * ff, ws.gate.data());
-  ops::matmul(w.down, ws.gate.data(), n, ws.h.data(), pool);
+  dense_ffn(ls, w, n, pool, ws);
   post_norm(s, w.post_ffn_norm, n, ws);
-  ops::add_inplace(ws.x.data(), ws.h.data(), n * d);
+  ops::add_inplace(ws.x.data(), ws.h.data(), n * s.hidden_size);
 }
 
 namespace {
@@ -163,15 +173,18 @@ void run_expert(const LayerSpec& ls, const MoeSpec& moe, const ExpertWeights& x,
 
 }  // namespace
 
-void moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
-                   Workspace& ws) {
+namespace {
+
+// ws.moe_out (n, dim) = the routed experts' weighted outputs for the expert inputs ws.h (n, dim),
+// from the router logits in ws.router (n, experts). Each expert runs once over all its tokens.
+void run_routed_experts(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
+                        Workspace& ws) {
   const MoeSpec& moe = *ls.moe;
   const int64_t d = s.hidden_size, k = moe.experts_per_token;
-  norm_rows(s, w.ffn_norm, ws.x.data(), n, ws.h.data());
-  resize(ws.router, n * moe.experts);
-  ops::matmul(w.router, ws.h.data(), n, ws.router.data(), pool);
-  if (!w.router_bias.empty()) add_rows(ws.router.data(), n, w.router_bias);
   route(moe, n, ws);
+  if (!w.expert_scale.empty())
+    for (int64_t slot = 0; slot < n * k; ++slot)
+      ws.chosen_weight[static_cast<size_t>(slot)] *= w.expert_scale[static_cast<size_t>(ws.chosen[static_cast<size_t>(slot)])];
 
   ws.moe_out.assign(static_cast<size_t>(n * d), 0.0f);
   for (int64_t e = 0; e < moe.experts; ++e) {
@@ -196,7 +209,47 @@ void moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& 
       for (int64_t j = 0; j < d; ++j) out[j] += wt * y[j];
     }
   }
-  ops::add_inplace(ws.x.data(), ws.moe_out.data(), n * d);
+}
+
+// Gemma 4: x += post_norm(post_dense_norm(dense(pre_norm(x))) + post_moe_norm(experts(pre_moe_norm(x))))
+// with the router reading x RMS-normed without weight, times router_scale and 1/sqrt(dim).
+void dense_and_moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n,
+                             ThreadPool& pool, Workspace& ws) {
+  const int64_t d = s.hidden_size, e_count = ls.moe->experts;
+  norm_rows(s, w.ffn_norm, ws.x.data(), n, ws.h.data());
+  dense_ffn(ls, w, n, pool, ws);
+  norm_rows(s, w.post_dense_norm, ws.h.data(), n, ws.h.data());
+  resize(ws.dense, n * d);
+  std::copy_n(ws.h.data(), n * d, ws.dense.data());
+
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = ws.h.data() + t * d;  // (dim)
+    ops::rms_norm(ws.x.data() + t * d, nullptr, d, s.norm_eps, row);
+    for (int64_t i = 0; i < d; ++i) row[i] *= w.router_scale[static_cast<size_t>(i)] * inv_sqrt_d;
+  }
+  resize(ws.router, n * e_count);
+  ops::matmul(w.router, ws.h.data(), n, ws.router.data(), pool);
+  norm_rows(s, w.pre_moe_norm, ws.x.data(), n, ws.h.data());
+  run_routed_experts(s, ls, w, n, pool, ws);
+  norm_rows(s, w.post_moe_norm, ws.moe_out.data(), n, ws.moe_out.data());
+
+  ops::add_inplace(ws.dense.data(), ws.moe_out.data(), n * d);
+  norm_rows(s, w.post_ffn_norm, ws.dense.data(), n, ws.h.data());
+  ops::add_inplace(ws.x.data(), ws.h.data(), n * d);
+}
+
+}  // namespace
+
+void moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
+                   Workspace& ws) {
+  if (ls.moe->beside_dense) return dense_and_moe_ffn_block(s, ls, w, n, pool, ws);
+  norm_rows(s, w.ffn_norm, ws.x.data(), n, ws.h.data());
+  resize(ws.router, n * ls.moe->experts);
+  ops::matmul(w.router, ws.h.data(), n, ws.router.data(), pool);
+  if (!w.router_bias.empty()) add_rows(ws.router.data(), n, w.router_bias);
+  run_routed_experts(s, ls, w, n, pool, ws);
+  ops::add_inplace(ws.x.data(), ws.moe_out.data(), n * s.hidden_size);
 }
 
 }  // namespace keel::arch

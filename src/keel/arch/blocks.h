@@ -33,6 +33,7 @@ struct Workspace {
   std::vector<int64_t> expert_tokens;  // (m) the tokens one expert runs
   std::vector<float> expert_in;     // (m, dim) their normed inputs
   std::vector<float> moe_out;       // (n, dim) the weighted sum of the experts' outputs
+  std::vector<float> dense;         // (n, dim) the dense branch beside the experts (Gemma 4)
 };
 
 // out[t] = norm(in[t]) for `n` rows of the model's width.
@@ -50,7 +51,8 @@ void gated_ffn_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeig
 // x += moe(norm(x)): the router picks experts_per_token experts per token (MoeSpec says how they
 // are weighted); each expert runs its gated FFN (or gpt-oss's fused, clamped one) once over all
 // the tokens routed to it, and a token's output is the weighted sum of its experts', added in
-// expert order. Only the chosen experts' weights are read.
+// expert order. Only the chosen experts' weights are read. With MoeSpec::beside_dense (Gemma 4) the
+// dense FFN runs too, and the two branches are normed, summed and normed again.
 void moe_ffn_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
                    Workspace& ws);
 

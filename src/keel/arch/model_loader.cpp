@@ -29,7 +29,7 @@ void check_runnable(const ConfigView& c, const ModelSpec& s, const Family& famil
       unsupported(c, c.has("n_shared_experts") ? "n_shared_experts" : "shared_expert_intermediate_size", "a shared expert");
     if (l.rope.scaling.kind == RopeScaling::Kind::Unsupported)
       throw Error(c.label() + ": rope_scaling type '" + l.rope.scaling.unsupported_type +
-                  "' is not supported yet (supported: linear, llama3, yarn)");
+                  "' is not supported yet (supported: linear, llama3, yarn, proportional)");
     if (l.head_dim % 2 != 0) c.fail("head_dim", "must be even for rotary embeddings");
   }
 }

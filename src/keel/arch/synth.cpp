@@ -66,6 +66,11 @@ class Planner {
     add(prefix + "_bias", dense_dtype(), {stack, rows}, PlannedTensor::Fill::SmallBias);
   }
 
+  // Stacked dense weights named without ".weight" (Gemma 4's experts).
+  void stacked(const std::string& name, std::vector<int64_t> shape) {
+    add(name, dense_dtype(), std::move(shape), PlannedTensor::Fill::Weight);
+  }
+
   std::vector<PlannedTensor> tensors;
 
  private:
@@ -177,7 +182,7 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
     }
     p.matrix(l + names.q, ls.q_dim(), s.hidden_size);
     p.matrix(l + names.k, ls.kv_dim(), s.hidden_size);
-    p.matrix(l + names.v, ls.kv_dim(), s.hidden_size);
+    if (!ls.values_are_keys) p.matrix(l + names.v, ls.kv_dim(), s.hidden_size);
     p.matrix(l + names.o, s.hidden_size, ls.q_dim());
     if (ls.qkv_bias) {
       p.vector(l + names.q + ".bias", ls.q_dim(), Fill::SmallBias);
@@ -190,7 +195,22 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
       p.vector(l + names.k_norm + ".weight", ls.head_dim, Fill::Ones);
     }
     if (ls.attention_sinks) p.vector(l + names.attention_sinks, ls.num_heads, Fill::SmallBias);
-    if (ls.moe && mxfp4_experts) {
+    if (ls.layer_scalar) p.vector(l + names.layer_scalar, 1, Fill::Ones);
+    if (ls.moe && ls.moe->beside_dense) {
+      // Gemma 4: the dense FFN, and beside it the router and the stacked experts.
+      const int64_t ff = ls.moe->expert_ffn_dim, experts = ls.moe->experts;
+      if (mlx) throw Error(s.model_type + ": keel synth writes this layout in bf16, f16 or f32 only");
+      p.matrix(l + names.gate, ls.ffn_dim, s.hidden_size);
+      p.matrix(l + names.up, ls.ffn_dim, s.hidden_size);
+      p.matrix(l + names.down, s.hidden_size, ls.ffn_dim);
+      p.matrix(l + names.router_proj, experts, s.hidden_size);
+      p.vector(l + names.router_scale, s.hidden_size, Fill::Ones);
+      p.vector(l + names.router_expert_scale, experts, Fill::Ones);
+      for (const std::string* norm : {&names.post_dense_norm, &names.pre_moe_norm, &names.post_moe_norm})
+        p.vector(l + *norm + ".weight", s.hidden_size, Fill::Ones);
+      p.stacked(l + names.experts_gate_up_halves, {experts, 2 * ff, s.hidden_size});
+      p.stacked(l + names.experts_down, {experts, s.hidden_size, ff});
+    } else if (ls.moe && mxfp4_experts) {
       const int64_t ff = ls.moe->expert_ffn_dim, experts = ls.moe->experts;
       p.matrix(l + names.router, experts, s.hidden_size);
       p.vector(l + names.router + ".bias", experts, Fill::SmallBias);

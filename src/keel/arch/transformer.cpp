@@ -52,6 +52,8 @@ void Transformer::forward(std::span<const int32_t> tokens, KvCache& cache, std::
       arch::moe_ffn_block(s, ls, lw, n, pool_, ws_);
     else
       arch::gated_ffn_block(s, ls, lw, n, pool_, ws_);
+    if (ls.layer_scalar)
+      for (float& v : std::span(ws_.x.data(), static_cast<size_t>(n * d))) v *= lw.layer_scalar;
   }
   cache.set_size(pos0 + n);
 

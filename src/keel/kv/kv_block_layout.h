@@ -22,8 +22,6 @@ class KvBlockLayout {
   explicit KvBlockLayout(const ModelSpec& spec);
 
   int64_t layers() const { return static_cast<int64_t>(group_of_.size()); }
-  int64_t kv_heads() const { return kv_heads_; }
-  int64_t head_dim() const { return head_dim_; }
 
   const std::vector<KvLayerGroup>& groups() const { return groups_; }
   int64_t group_count() const { return static_cast<int64_t>(groups_.size()); }
@@ -31,22 +29,21 @@ class KvBlockLayout {
   int64_t group_of(int64_t layer) const { return group_of_[static_cast<size_t>(layer)]; }
   int64_t index_in_group(int64_t layer) const { return index_in_group_[static_cast<size_t>(layer)]; }
 
-  // One encoded row (one token, one kv head, K or V) == kv_vector_bytes(format, head_dim).
-  size_t row_bytes(KvFormat format) const;
+  // One encoded row of the group (one token, one kv head, K or V) == kv_vector_bytes(format, head_dim).
+  size_t row_bytes(int64_t group, KvFormat format) const;
   // One group's buffer in one block: every layer of the group, kv head, K and V row of its tokens.
   size_t group_bytes(int64_t group, KvFormat format) const;
   // The whole block in one format: every group.
   size_t block_bytes(KvFormat format) const;
   // One token's K and V over all layers.
   size_t token_bytes(KvFormat format) const;
-  // Offsets inside the buffer of the layer's group.
+  // Offsets inside the buffer of the layer's group (row_bytes(group_of(layer), format) apart).
   size_t keys_offset(KvFormat format, int64_t layer, int64_t kv_head) const;
   size_t values_offset(KvFormat format, int64_t layer, int64_t kv_head) const;
 
  private:
   std::vector<KvLayerGroup> groups_;
   std::vector<int64_t> group_of_, index_in_group_;  // (layers)
-  int64_t kv_heads_, head_dim_;
 };
 
 }  // namespace keel::kv

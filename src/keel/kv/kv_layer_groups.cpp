@@ -20,13 +20,6 @@ std::string layer_list(const std::vector<int64_t>& layers) {
   return (layers.size() == 1 ? "layer " : "layers ") + out;
 }
 
-std::string describe(const KvLayerGroup& g) {
-  std::string kind = attention_kind_name(g.attention);
-  if (g.attention == AttentionKind::Sliding) kind += " of " + std::to_string(g.window);
-  return layer_list(g.layers) + " (" + kind + ", " + std::to_string(g.kv_heads) + " KV heads of " +
-         std::to_string(g.head_dim) + ")";
-}
-
 }  // namespace
 
 std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec) {
@@ -63,10 +56,6 @@ std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec) {
     if (!unstorable[k].empty())
       throw Error("the KV pool cannot store " + layer_list(unstorable[k]) + " of this " + spec.model_type +
                   " model: they use " + names[k] + ", which keel does not run yet");
-  for (const KvLayerGroup& g : groups)
-    if (g.kv_heads != groups.front().kv_heads || g.head_dim != groups.front().head_dim)
-      throw Error("the KV pool needs one row shape for every cached layer, but " + describe(groups.front()) +
-                  " and " + describe(g) + " differ; per-group head sizes are not supported yet");
   return groups;
 }
 

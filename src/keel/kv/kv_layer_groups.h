@@ -20,9 +20,10 @@ struct KvLayerGroup {
   std::vector<int64_t> layers;  // model layer indices, ascending
 };
 
-// One group per distinct (attention kind, window) among spec.layers, in order of first appearance.
-// Throws keel::Error, naming the layers, for what the pool cannot store yet: multi-head latent,
-// linear (recurrent) and shared-KV layers, and cached layers whose (num_kv_heads, head_dim) differ.
+// One group per distinct (attention kind, window, kv_heads, head_dim) among spec.layers, in order
+// of first appearance: Gemma 4's global layers (other head size and KV-head count) get a group of
+// their own. Throws keel::Error, naming the layers, for what the pool cannot store yet: multi-head
+// latent, linear (recurrent) and shared-KV layers.
 std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec);
 
 }  // namespace keel::kv

@@ -29,8 +29,9 @@ KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, boo
       rotate_(rotate),
       max_context_(max_context > 0 ? max_context : (spec.max_position > 0 ? spec.max_position : int64_t{1} << 20)),
       chain_root_(kv_chain_root(policy_.describe(), rotate)) {
-  if (policy_.quantizes() && layout_.head_dim() % kKvQuantGroup != 0)
-    throw Error("KV policy '" + policy_.describe() + "' quantizes rows of head_dim " + std::to_string(layout_.head_dim()) +
+  for (const KvLayerGroup& g : layout_.groups())
+    if (policy_.quantizes() && g.head_dim % kKvQuantGroup != 0)
+      throw Error("KV policy '" + policy_.describe() + "' quantizes rows of head_dim " + std::to_string(g.head_dim) +
                 ", which is not a multiple of " + std::to_string(kKvQuantGroup) + "; use --kv-policy full");
   const size_t block = layout_.block_bytes(KvFormat::BF16);
   if (budget_bytes < static_cast<int64_t>(block))
@@ -165,10 +166,10 @@ void KvPool::quantize_layer_locked(KvBlock& block, int64_t layer) {
     add_bytes_locked(format, static_cast<int64_t>(bytes));
   }
   // From the full-precision rows, which are exactly what a bf16 read of the token returns.
-  const int64_t dim = layout_.head_dim();
-  const size_t full_row = layout_.row_bytes(KvFormat::BF16), row = layout_.row_bytes(format);
+  const int64_t dim = layout_.group(g).head_dim;
+  const size_t full_row = layout_.row_bytes(g, KvFormat::BF16), row = layout_.row_bytes(g, format);
   std::vector<float> values(static_cast<size_t>(dim));
-  for (int64_t h = 0; h < layout_.kv_heads(); ++h) {
+  for (int64_t h = 0; h < layout_.group(g).kv_heads; ++h) {
     const size_t src = layout_.keys_offset(KvFormat::BF16, layer, h);
     const size_t dst = layout_.keys_offset(format, layer, h);
     for (int64_t r = 0; r < 2 * kKvBlockTokens; ++r) {  // K rows then V rows, contiguous

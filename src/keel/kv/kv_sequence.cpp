@@ -50,10 +50,10 @@ void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* 
   if (block.cached || rows.full.empty()) throw InternalError("KV write into a shared or quantized block");
 
   // Full precision is bf16, rounded to nearest even.
-  const size_t row = layout.row_bytes(KvFormat::BF16);
+  const size_t row = layout.row_bytes(g, KvFormat::BF16);
   const auto r = static_cast<size_t>(pos % kKvBlockTokens);
-  const int64_t dim = layout.head_dim();
-  for (int64_t h = 0; h < layout.kv_heads(); ++h) {
+  const int64_t dim = layout.group(g).head_dim;
+  for (int64_t h = 0; h < layout.group(g).kv_heads; ++h) {
     uint8_t* kd = rows.full.data() + layout.keys_offset(KvFormat::BF16, layer, h) + r * row;
     uint8_t* vd = rows.full.data() + layout.values_offset(KvFormat::BF16, layer, h) + r * row;
     for (int64_t i = 0; i < dim; ++i) {
@@ -86,7 +86,7 @@ void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* 
 void KvSequence::attend(int64_t layer, int64_t kv_head, const float* q, int64_t n_pos,
                         const ops::AttentionParams& params, float* /*scratch*/, float* out) const {
   const KvBlockLayout& layout = pool_.layout();
-  if (layer < 0 || layer >= layout.layers() || kv_head < 0 || kv_head >= layout.kv_heads())
+  if (layer < 0 || layer >= layout.layers() || kv_head < 0 || kv_head >= layout.group(layout.group_of(layer)).kv_heads)
     throw InternalError("KV attention at layer " + std::to_string(layer) + ", KV head " + std::to_string(kv_head) +
                         " is out of range");
   const int64_t g = layout.group_of(layer), index = layout.index_in_group(layer);
@@ -115,9 +115,9 @@ void KvSequence::attend(int64_t layer, int64_t kv_head, const float* q, int64_t 
     const uint8_t* data = quantized ? rows.quantized.data() : rows.full.data();
     spans.push_back(KvSpan{format, quantized && pool_.rotated(format), data + layout.keys_offset(format, layer, kv_head),
                            data + layout.values_offset(format, layer, kv_head),
-                           std::min(kKvBlockTokens, n_pos - b * kKvBlockTokens), layout.row_bytes(format)});
+                           std::min(kKvBlockTokens, n_pos - b * kKvBlockTokens), layout.row_bytes(g, format)});
   }
-  attend_spans(q, layout.head_dim(), params, spans, first * kKvBlockTokens, out);
+  attend_spans(q, group.head_dim, params, spans, first * kKvBlockTokens, out);
 }
 
 void KvSequence::set_size(int64_t n) {

@@ -101,16 +101,17 @@ std::vector<AttentionKind> read_layer_kinds(const ConfigView& c, int64_t num_lay
   return kinds;
 }
 
-RopeScaling read_rope_scaling(const ConfigView& c) {
+// The scaling described by one rope block: `rope_scaling` of older configs, or an entry of
+// `rope_parameters` in newer ones (which also holds rope_theta).
+RopeScaling read_rope_scaling(const ConfigView& c, const json* j, std::string_view key) {
   RopeScaling rs;
-  const json* j = c.find("rope_scaling");
   if (!j) return rs;
-  if (!j->is_object()) c.fail("rope_scaling", "must be an object or null");
+  if (!j->is_object()) c.fail(key, "must be an object or null");
   const std::string type = j->value("rope_type", j->value("type", ""));
   if (type == "default" || type.empty()) return rs;
-  ConfigView block(*j, c.label() + " rope_scaling");
+  ConfigView block(*j, c.label() + " " + std::string(key));
   rs.factor = block.optional_number("factor").value_or(1.0);
-  if (rs.factor <= 0) c.fail("rope_scaling", "needs factor > 0");
+  if (rs.factor <= 0) c.fail(key, "needs factor > 0");
   if (type == "linear") {
     rs.kind = RopeScaling::Kind::Linear;
   } else if (type == "llama3") {
@@ -119,7 +120,7 @@ RopeScaling read_rope_scaling(const ConfigView& c) {
     rs.high_freq_factor = block.optional_number("high_freq_factor").value_or(4.0);
     rs.original_max_position = positive_or(block, "original_max_position_embeddings", 8192);
     if (rs.high_freq_factor <= rs.low_freq_factor)
-      c.fail("rope_scaling", "needs high_freq_factor > low_freq_factor");
+      c.fail(key, "needs high_freq_factor > low_freq_factor");
   } else if (type == "yarn" && !block.has("mscale") && !block.has("mscale_all_dim")) {
     // (DeepSeek's mscale pair changes the attention factor; keel runs no such model, so that
     // variant stays unsupported below and is refused by name.)
@@ -130,11 +131,35 @@ RopeScaling read_rope_scaling(const ConfigView& c) {
     rs.truncate = block.optional_bool("truncate").value_or(true);
     rs.attention_factor = block.optional_number("attention_factor")
                               .value_or(rs.factor <= 1.0 ? 1.0 : 0.1 * std::log(rs.factor) + 1.0);
+  } else if (type == "proportional") {
+    rs.kind = RopeScaling::Kind::Proportional;
+    rs.partial_rotary_factor = block.optional_number("partial_rotary_factor").value_or(1.0);
+    if (rs.partial_rotary_factor <= 0 || rs.partial_rotary_factor > 1) c.fail(key, "needs 0 < partial_rotary_factor <= 1");
   } else {
     rs.kind = RopeScaling::Kind::Unsupported;
     rs.unsupported_type = type == "yarn" ? "yarn with mscale" : type;
   }
   return rs;
+}
+
+// The rope of a layer of `layer_type` ("full_attention", "sliding_attention"): newer configs give
+// `rope_parameters`, either one block or one per layer type; older ones rope_theta + rope_scaling.
+RopeSpec read_rope(const ConfigView& c, const std::string& layer_type) {
+  if (const json* params = c.find("rope_parameters"); params && params->is_object()) {
+    const json* block = params->contains(layer_type) ? &(*params)[layer_type] : params;
+    if (!block->is_object()) c.fail("rope_parameters", "must be an object");
+    const double theta = block->value("rope_theta", c.optional_number("rope_theta").value_or(10000.0));
+    return RopeSpec{theta, read_rope_scaling(c, block, "rope_parameters")};
+  }
+  return RopeSpec{c.optional_number("rope_theta").value_or(10000.0), read_rope_scaling(c, c.find("rope_scaling"), "rope_scaling")};
+}
+
+const char* layer_type_name(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::Sliding: return "sliding_attention";
+    case AttentionKind::Linear: return "linear_attention";
+    default: return "full_attention";
+  }
 }
 
 // Attention shape of one layer. Gemma 4: the global (full-attention) layers have their own head
@@ -234,7 +259,6 @@ ModelSpec read_model_spec(const ConfigView& c) {
   s.final_softcap = c.optional_number("final_logit_softcapping").value_or(0.0);
   s.tie_word_embeddings = c.optional_bool("tie_word_embeddings").value_or(false);
 
-  RopeSpec rope{c.optional_number("rope_theta").value_or(10000.0), read_rope_scaling(c)};
   const double softcap = c.optional_number("attn_logit_softcapping").value_or(0.0);
   const bool attention_bias = c.optional_bool("attention_bias").value_or(false);
   std::vector<AttentionKind> kinds = read_layer_kinds(c, s.num_layers, s.layer_pattern_source);
@@ -248,7 +272,7 @@ ModelSpec read_model_spec(const ConfigView& c) {
     LayerSpec l;
     l.attention = kinds[static_cast<size_t>(i)];
     read_attention_shape(c, s, l);
-    l.rope = rope;
+    l.rope = read_rope(c, layer_type_name(l.attention));
     l.attention_scale = 1.0 / std::sqrt(static_cast<double>(l.head_dim));
     l.attention_softcap = softcap;
     l.qkv_bias = l.o_bias = attention_bias;

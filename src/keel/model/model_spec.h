@@ -28,7 +28,7 @@ enum class AttentionKind {
 const char* attention_kind_name(AttentionKind kind);
 
 struct RopeScaling {
-  enum class Kind { None, Linear, Llama3, Yarn, Unsupported };
+  enum class Kind { None, Linear, Llama3, Yarn, Proportional, Unsupported };
   Kind kind = Kind::None;
   std::string unsupported_type;  // Unsupported: the config's rope_type, e.g. "longrope"
   double factor = 1.0;
@@ -39,6 +39,9 @@ struct RopeScaling {
   double beta_slow = 1.0;   // Yarn: ... and where it is complete
   bool truncate = true;     // Yarn: round the ramp bounds to whole dimensions
   double attention_factor = 1.0;  // Yarn: multiplies cos and sin (0.1 ln(factor) + 1 by default)
+  // Proportional (Gemma 4 global layers): the first partial_rotary_factor * head_dim / 2 pairs
+  // rotate with the full head's frequencies (theta^(-2i/head_dim)), divided by `factor`; the rest not.
+  double partial_rotary_factor = 1.0;
 
   bool operator==(const RopeScaling&) const = default;
 };
@@ -81,6 +84,10 @@ struct MoeSpec {
   bool softmax_after_topk = false;    // gpt-oss: softmax over the chosen k logits only
   bool biases = false;                // gpt-oss: router and expert projections have biases
   double swiglu_limit = 0;            // > 0: gpt-oss's clamped SwiGLU (see ops::clamped_swiglu)
+  // Gemma 4: the experts run beside the dense FFN (each branch with its own norms, then summed);
+  // the router reads the residual stream, RMS-normed without weight, times router.scale and
+  // 1/sqrt(hidden); the chosen weights, renormalized, are multiplied by router.per_expert_scale.
+  bool beside_dense = false;
 };
 
 struct LayerSpec {
@@ -96,6 +103,9 @@ struct LayerSpec {
   bool qkv_bias = false;
   bool o_bias = false;
   bool qk_norm = false;         // RMSNorm over each head of q and k before rope (Qwen3, Gemma 3)
+  bool v_norm = false;          // RMSNorm without weight over each head of v (Gemma 4)
+  bool values_are_keys = false;  // no v_proj: values are the raw k_proj output (Gemma 4 attention_k_eq_v)
+  bool layer_scalar = false;     // the layer's whole output is multiplied by a learned scalar (Gemma 4)
   bool sandwich_norms = false;  // norms after attention and after the FFN too: four per layer (Gemma)
   int64_t ffn_dim = 0;                 // dense FFN width
   std::optional<MoeSpec> moe;          // set: the FFN is a mixture of experts

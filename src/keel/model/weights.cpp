@@ -280,6 +280,65 @@ std::vector<std::vector<float>> load_stacked_vectors(const TensorIndex& index, c
   return out;
 }
 
+// Stacked dense matrices (stack, rows, cols) named without ".weight" (Gemma 4's experts), each
+// used in place.
+std::vector<Matrix> load_stacked_dense(const TensorIndex& index, const std::string& name, int64_t stack, int64_t rows,
+                                       int64_t cols) {
+  const auto& t = index.require(name);
+  expect_shape(t, {stack, rows, cols});
+  WeightFormat format = WeightFormat::BF16;
+  switch (t.info->dtype) {
+    case DType::F32: format = WeightFormat::F32; break;
+    case DType::F16: format = WeightFormat::F16; break;
+    case DType::BF16: format = WeightFormat::BF16; break;
+    default: tensor_error(t, "dtype " + std::string(dtype_name(t.info->dtype)) + " is not supported (F32, F16 or BF16)");
+  }
+  const auto bytes = t.file->data(*t.info);
+  std::vector<Matrix> out(static_cast<size_t>(stack));
+  for (int64_t e = 0; e < stack; ++e) {
+    Matrix& m = out[static_cast<size_t>(e)];
+    m.name = name + "[" + std::to_string(e) + "]";
+    m.format = format;
+    m.rows = rows;
+    m.cols = cols;
+    const size_t size = m.row_bytes() * static_cast<size_t>(rows);
+    attach_data(m, bytes.subspan(static_cast<size_t>(e) * size, size), format == WeightFormat::F32 ? 4 : 2);
+  }
+  return out;
+}
+
+// The first (`first` true) or second half of a matrix's rows, in place.
+Matrix row_half(const Matrix& m, bool first) {
+  Matrix h;
+  h.name = m.name + (first ? "[:half]" : "[half:]");
+  h.format = m.format;
+  h.rows = m.rows / 2;
+  h.cols = m.cols;
+  h.data = m.data + (first ? 0 : static_cast<size_t>(h.rows) * m.row_bytes());
+  return h;
+}
+
+// Gemma 4: experts beside the dense FFN, gate and up the halves of one stacked tensor; the router
+// with its input scale and per-expert scale, and the two branches' norms.
+void load_experts_beside_dense(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
+                               const std::string& p, LayerWeights& l) {
+  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim, count = moe.experts;
+  l.router = load_matrix(index, s, p + n.router_proj, count, d);
+  l.router_scale = load_vector(index, p + n.router_scale, d);
+  l.expert_scale = load_vector(index, p + n.router_expert_scale, count);
+  l.post_dense_norm = load_vector(index, p + n.post_dense_norm + ".weight", d);
+  l.pre_moe_norm = load_vector(index, p + n.pre_moe_norm + ".weight", d);
+  l.post_moe_norm = load_vector(index, p + n.post_moe_norm + ".weight", d);
+  auto gate_up = load_stacked_dense(index, p + n.experts_gate_up_halves, count, 2 * ff, d);
+  auto down = load_stacked_dense(index, p + n.experts_down, count, d, ff);
+  l.experts.resize(static_cast<size_t>(count));
+  for (size_t e = 0; e < l.experts.size(); ++e) {
+    if (!gate_up[e].realigned.empty())  // halves point into the original rows, so keep them in place
+      tensor_error(index.require(p + n.experts_gate_up_halves), "is misaligned in the file");
+    l.experts[e] = gated_expert(row_half(gate_up[e], true), row_half(gate_up[e], false), std::move(down[e]));
+  }
+}
+
 // gpt-oss experts: router with bias; stacked MXFP4 experts, gate and up fused, with biases.
 void load_fused_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
                         const std::string& p, LayerWeights& l) {
@@ -309,6 +368,7 @@ void load_fused_experts(const TensorIndex& index, const ModelSpec& s, const MoeS
 void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
                   const std::string& p, LayerWeights& l) {
   if (!n.expert_gate_up.empty()) return load_fused_experts(index, s, moe, n, p, l);
+  if (moe.beside_dense) return load_experts_beside_dense(index, s, moe, n, p, l);
   const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim;
   l.router = load_matrix(index, s, p + n.router, moe.experts, d);
   l.experts.resize(static_cast<size_t>(moe.experts));
@@ -369,7 +429,11 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
   }
   l.wq = load_matrix(index, s, p + n.q, ls.q_dim(), d);
   l.wk = load_matrix(index, s, p + n.k, ls.kv_dim(), d);
-  l.wv = load_matrix(index, s, p + n.v, ls.kv_dim(), d);
+  if (ls.values_are_keys) {
+    if (const auto* e = index.find(p + n.v + ".weight")) tensor_error(*e, "is present but config.json says attention_k_eq_v");
+  } else {
+    l.wv = load_matrix(index, s, p + n.v, ls.kv_dim(), d);
+  }
   l.wo = load_matrix(index, s, p + n.o, d, ls.q_dim());
   const std::string no_bias = "config.json declares no attention bias for this architecture";
   l.bq = vector_if(index, ls.qkv_bias, p + n.q + ".bias", ls.q_dim(), no_bias);
@@ -380,9 +444,14 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
   l.q_norm = vector_if(index, ls.qk_norm, p + n.q_norm + ".weight", ls.head_dim, no_qk);
   l.k_norm = vector_if(index, ls.qk_norm, p + n.k_norm + ".weight", ls.head_dim, no_qk);
   l.sinks = vector_if(index, ls.attention_sinks, p + n.attention_sinks, ls.num_heads, "this architecture has no attention sinks");
+  if (ls.layer_scalar) {
+    const auto& e = index.require(p + n.layer_scalar);
+    expect_shape(e, {1});
+    l.layer_scalar = to_floats(e).front();
+  }
   if (ls.moe) {
     load_experts(index, s, *ls.moe, n, p, l);
-    return l;
+    if (!ls.moe->beside_dense) return l;
   }
   l.gate = load_matrix(index, s, p + n.gate, ls.ffn_dim, d);
   l.up = load_matrix(index, s, p + n.up, ls.ffn_dim, d);

@@ -81,6 +81,14 @@ struct TensorNames {
   // expert projections with biases (NAME + "_bias").
   std::string expert_gate_up;
   std::string attention_sinks = "self_attn.sinks";
+  // Gemma 4 (MoeSpec::beside_dense): stacked experts named without ".weight", gate and up as the
+  // two halves of one (experts, 2 * expert_ffn, dim) tensor; the router's projection, its input
+  // scale and per-expert scale; the norms of the two FFN branches; the layer scalar.
+  std::string experts_gate_up_halves = "experts.gate_up_proj", experts_down = "experts.down_proj";
+  std::string router_proj = "router.proj", router_scale = "router.scale", router_expert_scale = "router.per_expert_scale";
+  std::string post_dense_norm = "post_feedforward_layernorm_1";
+  std::string pre_moe_norm = "pre_feedforward_layernorm_2", post_moe_norm = "post_feedforward_layernorm_2";
+  std::string layer_scalar = "layer_scalar";
 };
 
 // One expert of a mixture-of-experts FFN: a gated FFN of its own.
@@ -110,6 +118,13 @@ struct LayerWeights {
   Matrix down;                        // (dim, ffn)
   Matrix router;                      // (experts, dim) MoE layers only
   std::vector<float> router_bias;     // (experts) MoeSpec::biases only
+  // MoeSpec::beside_dense (Gemma 4)
+  std::vector<float> router_scale;       // (dim) on the router's normed input
+  std::vector<float> expert_scale;       // (experts) on each chosen expert's weight
+  std::vector<float> post_dense_norm;    // (dim) on the dense branch's output
+  std::vector<float> pre_moe_norm;       // (dim) on the experts' input
+  std::vector<float> post_moe_norm;      // (dim) on the experts' weighted sum
+  float layer_scalar = 1.0f;             // LayerSpec::layer_scalar: multiplies the layer's output
   std::vector<ExpertWeights> experts;  // (experts) MoE layers only
 };
 

@@ -10,7 +10,9 @@ void rms_norm(const float* x, const float* weight, int64_t n, double eps, float*
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-  if (kind == NormKind::RmsUnitOffset) {
+  if (weight == nullptr) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+  } else if (kind == NormKind::RmsUnitOffset) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * (1.0f + weight[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * weight[i];
@@ -101,6 +103,14 @@ Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim) {
       f = f / rs.factor * ramp + f * (1.0 - ramp);
     }
     scale_ = rs.attention_factor;
+  }
+  if (rs.kind == RopeScaling::Kind::Proportional) {
+    // Only the first `rotated` pairs turn; a zero frequency leaves a pair exactly as it is.
+    const auto rotated = static_cast<int64_t>(rs.partial_rotary_factor * static_cast<double>(head_dim_)) / 2;
+    for (int64_t i = 0; i < half; ++i) {
+      double& f = inv_freq_[static_cast<size_t>(i)];
+      f = i < rotated ? f / rs.factor : 0.0;
+    }
   }
 }
 

@@ -9,7 +9,8 @@
 namespace keel::ops {
 
 // out = x / sqrt(mean(x^2) + eps) * weight, over `n` values (in place allowed). With
-// NormKind::RmsUnitOffset the weight is stored as an offset from one: * (1 + weight).
+// NormKind::RmsUnitOffset the weight is stored as an offset from one: * (1 + weight). A null
+// weight scales by nothing (Gemma 4's value and router norms).
 void rms_norm(const float* x, const float* weight, int64_t n, double eps, float* out,
               NormKind kind = NormKind::Rms);
 

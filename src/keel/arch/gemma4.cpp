@@ -1,0 +1,61 @@
+// Gemma 4 text decoder (Gemma4ForConditionalGeneration's `text_config`, model_type gemma4_text;
+// weights under model.language_model.). Embeddings scaled by sqrt(hidden) rounded to bf16, as the
+// reference does; RMSNorm x * w; four norms per layer; attention scale 1 with q/k norms and a
+// weightless v norm; global layers with their own head size and KV heads, values = the raw k_proj
+// output (attention_k_eq_v) and "proportional" rope; sliding layers with their own rope; a
+// GELU-tanh dense FFN with the experts beside it (enable_moe_block); every layer's output times
+// its layer_scalar; final logits soft-capped. Vision and audio towers are not read.
+#include <cmath>
+
+#include "keel/arch/family.h"
+#include "keel/util/half.h"
+
+namespace keel::arch {
+namespace {
+
+void refine(const ConfigView& c, ModelSpec& spec) {
+  const std::string act = c.optional_string("hidden_activation").value_or("gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh") c.fail("hidden_activation", "is '" + act + "'; keel runs Gemma 4 with gelu_pytorch_tanh only");
+  // Refused rather than guessed: what gemma-4-26B-A4B does not use.
+  if (c.optional_int("hidden_size_per_layer_input").value_or(0) > 0)
+    c.fail("hidden_size_per_layer_input", "per-layer inputs are not supported yet");
+  if (c.optional_bool("use_double_wide_mlp").value_or(false)) c.fail("use_double_wide_mlp", "is not supported yet");
+  if (c.optional_string("use_bidirectional_attention").value_or("") == "all")
+    c.fail("use_bidirectional_attention", "'all' (non-causal text attention) is not supported");
+  spec.norm = NormKind::Rms;
+  spec.embedding_scale = bf16_to_float(float_to_bf16(std::sqrt(static_cast<float>(spec.hidden_size))));
+  const bool k_eq_v = c.optional_bool("attention_k_eq_v").value_or(false);
+  const bool moe = c.optional_bool("enable_moe_block").value_or(false);
+  for (LayerSpec& l : spec.layers) {
+    l.attention_scale = 1.0;
+    l.qk_norm = true;
+    l.v_norm = true;
+    l.values_are_keys = k_eq_v && l.attention == AttentionKind::Full;
+    l.sandwich_norms = true;
+    l.layer_scalar = true;
+    l.activation = Activation::GeluTanh;
+    if (!moe) {
+      l.moe.reset();
+    } else if (l.moe) {
+      l.moe->beside_dense = true;
+      l.moe->norm_topk_prob = true;
+    }
+  }
+}
+
+TensorNames tensor_names() {
+  TensorNames n;
+  n.embed = "model.language_model.embed_tokens";
+  n.final_norm = "model.language_model.norm";
+  n.layer_prefix = "model.language_model.layers.";
+  n.post_attn_norm = "post_attention_layernorm";
+  n.ffn_norm = "pre_feedforward_layernorm";
+  n.post_ffn_norm = "post_feedforward_layernorm";
+  return n;
+}
+
+}  // namespace
+
+extern const Family kGemma4Text{"gemma4_text", refine, tensor_names, /*mixture_of_experts=*/true};
+
+}  // namespace keel::arch
