@@ -3,10 +3,14 @@
 // KV per token for an attention layer = 2 (K and V) x KV heads x head_dim x bytes per element.
 #include <gtest/gtest.h>
 
-#include "keel/plan/attention_layout.h"
+#include "keel/arch/model_loader.h"
+#include "keel/kv/kv_footprint.h"
+#include "keel/kv/kv_policy.h"
 #include "keel/model/config_view.h"
+#include "keel/plan/attention_layout.h"
 #include "keel/plan/kv_bytes.h"
 #include "keel/plan/weight_inventory.h"
+#include "keel/util/error.h"
 #include "test_support.h"
 
 namespace plan = keel::plan;
@@ -212,6 +216,35 @@ TEST(PlanRealConfigs, Gemma4_GlobalLayersHaveTheirOwnHeads) {
   EXPECT_EQ(plan::group_bytes_per_token(group_of(m, keel::AttentionKind::Sliding), KvFormat::BF16),
             2 * 25 * 8 * 256 * 2);  // 204,800
   EXPECT_EQ(group_of(m, keel::AttentionKind::Sliding).shape.window, 1024);
+  // At 32k the 5 full layers hold all 32,768 tokens and the 25 sliding ones 1,056 (their window in
+  // whole blocks, as for gpt-oss above).
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 32768), 20480ull * 32768 + 204800ull * 1056);
+}
+
+// What serve allocates is what plan counts: for every fixture config keel can run, the planner's
+// KV bytes (read from config.json alone) equal the pool's footprint function (kv_footprint.h, which
+// the pool tests hold to the pool's own byte counts) for the spec serve would load.
+TEST(PlanRealConfigs, PlanKvBytesAreThePoolFootprintOfEveryRunnableConfig) {
+  int runnable = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(keel::test::shared_dir() / "fixtures/configs")) {
+    const std::string name = entry.path().filename().string();
+    const auto m = load(name);
+    keel::ModelSpec spec;
+    try {
+      spec = keel::arch::runnable_spec(m.config);
+    } catch (const keel::Error&) {
+      continue;  // a family keel cannot run yet: nothing is allocated for it
+    }
+    ++runnable;
+    for (plan::KvPolicy policy : plan::kPresetsByPrecision) {
+      for (int64_t context : {1, 16, 100, 1024, 1025, 4096, 32768, 131072}) {
+        EXPECT_EQ(plan::kv_bytes_for_context(m.layout, policy, context),
+                  static_cast<uint64_t>(keel::kv::kv_context_bytes(spec, keel::kv::KvPolicy::preset(policy), context)))
+            << name << " " << plan::kv_policy_name(policy) << " " << context;
+      }
+    }
+  }
+  EXPECT_GE(runnable, 10);  // dense Llama/Qwen, Qwen3-MoE, gpt-oss, Gemma 3 and Gemma 4 among them
 }
 
 TEST(PlanRealConfigs, Qwen3_14B_Mlx4bit) {

@@ -1,7 +1,9 @@
-// Gemma 3 text (Gemma3ForCausalLM): embeddings scaled by sqrt(hidden_size); RMSNorm with a (1 + w)
-// weight; four norms per layer (before and after attention, before and after the FFN); q/k norm;
-// softmax scale query_pre_attn_scalar^-1/2; sliding layers use rope_local_base_freq without
-// scaling, global layers rope_theta with rope_scaling; GELU (tanh approximation) gated FFN.
+// Gemma 3 text (Gemma3ForCausalLM; also the text_config of Gemma3ForConditionalGeneration folders,
+// whose nested language model load_weights finds): embeddings scaled by sqrt(hidden_size); RMSNorm
+// with a (1 + w) weight; four norms per layer (before and after attention, before and after the
+// FFN); q/k norm; softmax scale query_pre_attn_scalar^-1/2; sliding layers use
+// rope_local_base_freq without scaling, global layers rope_theta with rope_scaling; GELU (tanh
+// approximation) gated FFN.
 #include <cmath>
 
 #include "keel/arch/family.h"

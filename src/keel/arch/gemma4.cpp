@@ -1,5 +1,5 @@
 // Gemma 4 text decoder (Gemma4ForConditionalGeneration's `text_config`, model_type gemma4_text;
-// weights under model.language_model.). Embeddings scaled by sqrt(hidden) rounded to bf16, as the
+// weights under model.language_model., found by load_weights). Embeddings scaled by sqrt(hidden) rounded to bf16, as the
 // reference does; RMSNorm x * w; four norms per layer; attention scale 1 with q/k norms and a
 // weightless v norm; global layers with their own head size and KV heads, values = the raw k_proj
 // output (attention_k_eq_v) and "proportional" rope; sliding layers with their own rope; a
@@ -19,6 +19,8 @@ void refine(const ConfigView& c, ModelSpec& spec) {
   // Refused rather than guessed: what gemma-4-26B-A4B does not use.
   if (c.optional_int("hidden_size_per_layer_input").value_or(0) > 0)
     c.fail("hidden_size_per_layer_input", "per-layer inputs are not supported yet");
+  if (c.optional_int("num_kv_shared_layers").value_or(0) > 0)
+    c.fail("num_kv_shared_layers", "layers that share another layer's KV are not supported yet");
   if (c.optional_bool("use_double_wide_mlp").value_or(false)) c.fail("use_double_wide_mlp", "is not supported yet");
   if (c.optional_string("use_bidirectional_attention").value_or("") == "all")
     c.fail("use_bidirectional_attention", "'all' (non-causal text attention) is not supported");
@@ -45,9 +47,6 @@ void refine(const ConfigView& c, ModelSpec& spec) {
 
 TensorNames tensor_names() {
   TensorNames n;
-  n.embed = "model.language_model.embed_tokens";
-  n.final_norm = "model.language_model.norm";
-  n.layer_prefix = "model.language_model.layers.";
   n.post_attn_norm = "post_attention_layernorm";
   n.ffn_norm = "pre_feedforward_layernorm";
   n.post_ffn_norm = "post_feedforward_layernorm";

@@ -157,7 +157,9 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
   }
   config["torch_dtype"] = o.format == WeightFormat::F32 ? "float32" : o.format == WeightFormat::F16 ? "float16" : "bfloat16";
   const ModelSpec s = runnable_spec(ConfigView(nlohmann::json::parse(config.dump()), config_json.string()));
-  const TensorNames names = find_family(s.model_type)->tensor_names();
+  // Multimodal configs get the language model where transformers writes it today.
+  const TensorNames family_names = find_family(s.model_type)->tensor_names();
+  const TensorNames names = config.contains("text_config") ? family_names.rooted_at(kMultimodalRoots[0]) : family_names;
   const bool mxfp4_experts = !names.expert_gate_up.empty();
   if (mxfp4_experts) {
     // gpt-oss ships its experts in MXFP4 and everything else unquantized; keel reads that form.

@@ -459,9 +459,35 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
   return l;
 }
 
+// `names` as given when the folder has their embedding, else re-rooted where it has one; as given
+// when none matches, so the error names the tensor the family expects.
+TensorNames find_language_model(const TensorIndex& index, const TensorNames& names) {
+  if (index.find(names.embed + ".weight")) return names;
+  for (std::string_view root : kMultimodalRoots) {
+    TensorNames nested = names.rooted_at(root);
+    if (index.find(nested.embed + ".weight")) return nested;
+  }
+  return names;
+}
+
 }  // namespace
 
-ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names) {
+TensorNames TensorNames::rooted_at(std::string_view root) const {
+  constexpr std::string_view plain = "model.";
+  auto reroot = [&](const std::string& name) {
+    return name.starts_with(plain) ? std::string(root) + name.substr(plain.size()) : name;
+  };
+  TensorNames n = *this;
+  n.embed = reroot(embed);
+  n.final_norm = reroot(final_norm);
+  n.layer_prefix = reroot(layer_prefix);
+  // The head sits beside the decoder: "language_model.lm_head" for language_model.model.*.
+  const std::string_view outer = root.substr(0, root.find('.') + 1);
+  if (outer != plain) n.lm_head = std::string(outer) + lm_head;
+  return n;
+}
+
+ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& given_names) {
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder");
   if (spec.quantization) check_quantization(dir, *spec.quantization);
   for (const auto& [module, q] : spec.quantization_overrides)
@@ -473,6 +499,7 @@ ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, cons
 
   TensorIndex index(w);
   for (const auto& f : weight_files(dir)) index.add_file(f);
+  const TensorNames names = find_language_model(index, given_names);
 
   const ModelSpec& s = w.spec;
   w.embed = load_matrix(index, s, names.embed, s.vocab_size, s.hidden_size);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "keel/model/active_bytes.h"
@@ -89,6 +90,10 @@ struct TensorNames {
   std::string post_dense_norm = "post_feedforward_layernorm_1";
   std::string pre_moe_norm = "pre_feedforward_layernorm_2", post_moe_norm = "post_feedforward_layernorm_2";
   std::string layer_scalar = "layer_scalar";
+
+  // These names with the language model under `root` instead of "model.": multimodal folders nest
+  // it (kMultimodalRoots). lm_head moves beside the root's first part ("language_model.lm_head").
+  TensorNames rooted_at(std::string_view root) const;
 };
 
 // One expert of a mixture-of-experts FFN: a gated FFN of its own.
@@ -128,6 +133,10 @@ struct LayerWeights {
   std::vector<ExpertWeights> experts;  // (experts) MoE layers only
 };
 
+// Where multimodal folders put the language model: transformers >= 4.52 and keel synth write
+// model.language_model.*; earlier exports (Gemma 3's own checkpoints) and MLX language_model.model.*.
+inline constexpr std::string_view kMultimodalRoots[] = {"model.language_model.", "language_model.model."};
+
 struct ModelWeights {
   std::filesystem::path dir;
   ModelSpec spec;
@@ -148,7 +157,7 @@ struct ModelWeights {
 
 // Loads the weights of a model described by `spec` (model.safetensors or the shards of
 // model.safetensors.index.json) from a Hugging Face model folder, finding each tensor under
-// `names`. Use arch::load_model() to read the spec too. Throws keel::Error naming the file and
+// `names`, or under `names` re-rooted at one of kMultimodalRoots. Use arch::load_model() to read the spec too. Throws keel::Error naming the file and
 // tensor for anything missing, unexpected, truncated, misshapen or of an unsupported dtype.
 ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names);
 
