@@ -9,10 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <stdexcept>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "keel/text/tokenizer.h"
 
@@ -37,7 +41,7 @@ const nlohmann::ordered_json& session_fixture() {
   return session;
 }
 
-ServerProcess::ServerProcess(std::vector<std::string> args) {
+ServerProcess::ServerProcess(std::vector<std::string> args, std::vector<std::string> env) {
   bool has_model = false, has_port = false;
   for (const auto& a : args) {
     has_model |= a == "--model";
@@ -57,7 +61,17 @@ ServerProcess::ServerProcess(std::vector<std::string> args) {
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
-  const int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), environ);
+  std::vector<char*> cenv;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& mine) {
+      return entry.substr(0, entry.find('=') + 1) == std::string_view(mine).substr(0, mine.find('=') + 1);
+    });
+    if (!replaced) cenv.push_back(*e);
+  }
+  for (auto& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  const int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start keel serve");
 
@@ -242,6 +256,249 @@ std::string read_then_hang_up(int port, const std::string& path, const std::stri
   }
   close(fd);
   return got;
+}
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+const json& weather_schema() {
+  static const json schema = json::parse(R"({"type": "object",
+      "properties": {"city": {"type": "string", "description": "City name"},
+                     "days": {"type": "integer", "description": "How many days ahead"}},
+      "required": ["city"]})");
+  return schema;
+}
+
+// Empty when `args` fits weather_schema(), else why not.
+std::string schema_error(const json& args) {
+  if (!args.is_object()) return "arguments are not an object: " + args.dump();
+  const json& schema = weather_schema();
+  for (const auto& name : schema["required"])
+    if (!args.contains(name.get<std::string>())) return "missing required " + name.get<std::string>() + ": " + args.dump();
+  for (const auto& [name, value] : args.items()) {
+    if (!schema["properties"].contains(name)) continue;  // additionalProperties is not false
+    const std::string type = schema["properties"][name]["type"];
+    if ((type == "string" && !value.is_string()) || (type == "integer" && !value.is_number_integer()))
+      return "property " + name + " is not " + type + ": " + args.dump();
+  }
+  return "";
+}
+
+void check_finish_reason(const json& finish, size_t calls) {
+  ASSERT_TRUE(finish.is_string()) << finish.dump();
+  const std::string f = finish;
+  EXPECT_TRUE(f == "stop" || f == "length" || f == "tool_calls") << f;
+  if (f == "tool_calls") {
+    EXPECT_GT(calls, 0u);
+  }
+}
+
+void check_openai_call(const std::string& id, const std::string& name, const json& arguments) {
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(name, "get_weather");
+  ASSERT_TRUE(arguments.is_string()) << arguments.dump();
+  const json args = json::parse(arguments.get<std::string>(), nullptr, false);
+  EXPECT_FALSE(args.is_discarded()) << arguments;
+  EXPECT_EQ(schema_error(args), "");
+}
+
+}  // namespace
+
+NoiseChecks::NoiseChecks(const ServerProcess& server, std::string model, int max_tokens)
+    : server_(server), model_(std::move(model)), max_tokens_(max_tokens) {}
+
+json NoiseChecks::anthropic_request() const {
+  return {{"model", model_},
+          {"max_tokens", max_tokens_},
+          {"temperature", 0},
+          {"system", "You are a concise assistant."},
+          {"tools", json::array({{{"name", "get_weather"},
+                                  {"description", "Get the weather forecast for a city."},
+                                  {"input_schema", weather_schema()}}})},
+          {"messages", json::array({{{"role", "user"}, {"content", "What is the weather in Paris tomorrow?"}}})}};
+}
+
+json NoiseChecks::openai_request() const {
+  return {{"model", model_},
+          {"max_tokens", max_tokens_},
+          {"temperature", 0},
+          {"tools", json::array({{{"type", "function"},
+                                  {"function", {{"name", "get_weather"},
+                                                {"description", "Get the weather forecast for a city."},
+                                                {"parameters", weather_schema()}}}}})},
+          {"messages", json::array({{{"role", "system"}, {"content", "You are a concise assistant."}},
+                                    {{"role", "user"}, {"content", "What is the weather in Paris tomorrow?"}}})}};
+}
+
+int64_t NoiseChecks::count_tokens(httplib::Client& client, const json& request) const {
+  json counted = request;
+  counted.erase("stream");  // thinking stays: it changes the prompt (gpt-oss's Reasoning: line, Gemma's <|think|>)
+  const JsonResponse r = post_json(client, "/v1/messages/count_tokens", counted);
+  EXPECT_EQ(r.status, 200) << r.text;
+  return r.body.value("input_tokens", int64_t{-1});
+}
+
+// Tokens generated: at least one (the model's end of turn counts), at most max_tokens plus the
+// tokens of one regenerated invalid call (retries count), and all of max_tokens when it stopped there.
+void NoiseChecks::check_output_tokens(int64_t output, bool hit_max_tokens) const {
+  EXPECT_GE(output, 1);
+  EXPECT_LE(output, 2 * max_tokens_);
+  if (hit_max_tokens) {
+    EXPECT_GE(output, max_tokens_);
+  }
+}
+
+void NoiseChecks::check_anthropic_message(const json& m, int64_t prompt_tokens) const {
+  SCOPED_TRACE(m.dump());
+  EXPECT_EQ(m.value("type", ""), "message");
+  EXPECT_EQ(m.value("role", ""), "assistant");
+  EXPECT_EQ(m.value("model", ""), model_);
+  ASSERT_TRUE(m.contains("id") && m["id"].is_string());
+  EXPECT_EQ(m["id"].get<std::string>().rfind("msg_", 0), 0u);
+  ASSERT_TRUE(m.contains("content") && m["content"].is_array());
+  bool has_call = false;
+  for (const json& block : m["content"]) {
+    const std::string type = block.value("type", "");
+    if (type == "text") {
+      EXPECT_TRUE(block.contains("text") && block["text"].is_string());
+    } else if (type == "thinking") {
+      EXPECT_TRUE(block.contains("thinking") && block["thinking"].is_string());
+      EXPECT_TRUE(block.contains("signature") && block["signature"].is_string());
+    } else if (type == "tool_use") {
+      has_call = true;
+      ASSERT_TRUE(block.contains("id") && block["id"].is_string());
+      EXPECT_EQ(block["id"].get<std::string>().rfind("toolu_", 0), 0u);
+      EXPECT_EQ(block.value("name", ""), "get_weather");
+      EXPECT_EQ(schema_error(block.value("input", json())), "");
+    } else {
+      ADD_FAILURE() << "unexpected content block type " << block.dump();
+    }
+  }
+  ASSERT_TRUE(m.contains("stop_reason") && m["stop_reason"].is_string());
+  const std::string stop = m["stop_reason"];
+  EXPECT_TRUE(stop == "end_turn" || stop == "max_tokens" || stop == "tool_use") << stop;
+  if (stop == "tool_use") {
+    EXPECT_TRUE(has_call);
+  }
+  EXPECT_TRUE(m.value("stop_sequence", json()).is_null());
+  const json& usage = m.at("usage");
+  for (const char* f : {"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"}) {
+    ASSERT_TRUE(usage.contains(f) && usage[f].is_number_integer()) << f;
+    EXPECT_GE(usage[f].get<int64_t>(), 0) << f;
+  }
+  EXPECT_EQ(usage["input_tokens"].get<int64_t>() + usage["cache_read_input_tokens"].get<int64_t>(), prompt_tokens);
+  check_output_tokens(usage["output_tokens"], stop == "max_tokens");
+}
+
+void NoiseChecks::check_openai_usage(const json& usage, bool hit_length) const {
+  SCOPED_TRACE(usage.dump());
+  for (const char* f : {"prompt_tokens", "completion_tokens", "total_tokens"})
+    ASSERT_TRUE(usage.contains(f) && usage[f].is_number_integer()) << f;
+  const int64_t prompt = usage["prompt_tokens"], completion = usage["completion_tokens"];
+  EXPECT_GT(prompt, 0);
+  EXPECT_EQ(usage["total_tokens"].get<int64_t>(), prompt + completion);
+  const int64_t cached = usage.at("prompt_tokens_details").at("cached_tokens");
+  EXPECT_GE(cached, 0);
+  EXPECT_LE(cached, prompt);
+  check_output_tokens(completion, hit_length);
+}
+
+void NoiseChecks::check_openai_completion(const json& body) const {
+  SCOPED_TRACE(body.dump());
+  EXPECT_EQ(body.value("object", ""), "chat.completion");
+  ASSERT_TRUE(body.contains("id") && body["id"].is_string());
+  EXPECT_EQ(body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_TRUE(body.contains("created") && body["created"].is_number_integer());
+  EXPECT_EQ(body.value("model", ""), model_);
+  ASSERT_TRUE(body.contains("choices") && body["choices"].is_array());
+  ASSERT_EQ(body["choices"].size(), 1u);
+  const json& choice = body["choices"][0];
+  EXPECT_EQ(choice.value("index", -1), 0);
+  const json& message = choice.at("message");
+  EXPECT_EQ(message.value("role", ""), "assistant");
+  ASSERT_TRUE(message.contains("content"));
+  EXPECT_TRUE(message["content"].is_string() || message["content"].is_null());
+  if (message.contains("reasoning_content")) {
+    EXPECT_TRUE(message["reasoning_content"].is_string());
+  }
+  size_t calls = 0;
+  if (message.contains("tool_calls")) {
+    ASSERT_TRUE(message["tool_calls"].is_array());
+    for (const json& call : message["tool_calls"]) {
+      ++calls;
+      EXPECT_EQ(call.value("type", ""), "function");
+      check_openai_call(call.value("id", ""), call.at("function").value("name", ""), call.at("function").value("arguments", json()));
+    }
+  }
+  check_finish_reason(choice.at("finish_reason"), calls);
+  check_openai_usage(body.at("usage"), choice["finish_reason"] == "length");
+}
+
+void NoiseChecks::check_openai_stream(const json& streamed) const {
+  SCOPED_TRACE(streamed.dump());
+  EXPECT_TRUE(streamed["content"].is_string());
+  EXPECT_TRUE(streamed["reasoning_content"].is_string());
+  for (const json& call : streamed["tool_calls"]) check_openai_call(call["id"], call["name"], call["arguments"]);
+  check_finish_reason(streamed["finish_reason"], streamed["tool_calls"].size());
+  ASSERT_TRUE(streamed["usage"].is_object()) << "stream_options.include_usage was set";
+  check_openai_usage(streamed["usage"], streamed["finish_reason"] == "length");
+}
+
+json NoiseChecks::stream(httplib::Client& client, const std::string& path, json request) const {
+  request["stream"] = true;
+  auto res = client.Post(path, request.dump(), "application/json");
+  if (!res) {
+    ADD_FAILURE() << path << ": no response";
+    return nullptr;
+  }
+  if (res->status != 200) {
+    ADD_FAILURE() << path << ": status " << res->status << "\n" << res->body << "\n" << server_.log();
+    return nullptr;
+  }
+  EXPECT_EQ(res->get_header_value("Content-Type").rfind("text/event-stream", 0), 0u);
+  try {
+    return path == "/v1/messages" ? replay_anthropic_stream(parse_sse(res->body)) : replay_openai_stream(parse_sse(res->body));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << path << ": " << e.what() << "\n" << res->body;
+    return nullptr;
+  }
+}
+
+json anthropic_gist(const json& content) {
+  json out = json::array();
+  for (json block : content) {
+    block.erase("id");
+    block.erase("signature");
+    out.push_back(block);
+  }
+  return out;
+}
+
+json anthropic_next_turn(json request, const json& answer) {
+  json& messages = request["messages"];
+  if (!answer["content"].empty()) messages.push_back({{"role", "assistant"}, {"content", answer["content"]}});
+  json results = json::array();
+  for (const json& block : answer["content"])
+    if (block["type"] == "tool_use")
+      results.push_back({{"type", "tool_result"}, {"tool_use_id", block["id"]}, {"content", "18 C, light rain"}});
+  if (results.empty()) results.push_back({{"type", "text"}, {"text", "And in Rome?"}});
+  messages.push_back({{"role", "user"}, {"content", results}});
+  return request;
+}
+
+json openai_next_turn(json request, const json& message) {
+  json& messages = request["messages"];
+  json replay = {{"role", "assistant"}, {"content", message["content"]}};
+  if (message.contains("reasoning_content")) replay["reasoning_content"] = message["reasoning_content"];
+  if (message.contains("tool_calls")) replay["tool_calls"] = message["tool_calls"];
+  messages.push_back(replay);
+  if (message.contains("tool_calls"))
+    for (const json& call : message["tool_calls"])
+      messages.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "18 C, light rain"}});
+  else
+    messages.push_back({{"role", "user"}, {"content", "And in Rome?"}});
+  return request;
 }
 
 }  // namespace keel::test

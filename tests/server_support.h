@@ -15,8 +15,9 @@ namespace keel::test {
 
 class ServerProcess {
  public:
-  // `args` come after `keel serve`; --model defaults to the bundled tiny-toolcaller.
-  explicit ServerProcess(std::vector<std::string> args = {});
+  // `args` come after `keel serve`; --model defaults to the bundled tiny-toolcaller. `env`:
+  // NAME=value entries set for the server alone, over the test's own environment.
+  explicit ServerProcess(std::vector<std::string> args = {}, std::vector<std::string> env = {});
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -86,5 +87,56 @@ nlohmann::ordered_json replay_anthropic_stream(const std::vector<SseEvent>& even
 // The same for OpenAI chat.completion.chunk streams: rebuilds {"content", "reasoning_content",
 // "tool_calls": [{"id","name","arguments"}], "finish_reason", "usage"}.
 nlohmann::ordered_json replay_openai_stream(const std::vector<SseEvent>& events);
+
+}  // namespace keel::test
+
+namespace keel::test {
+
+// Protocol checks for a served model whose answers are noise: random weights from `keel synth`
+// behind a model's real chat template and control tokens (the gpt-oss and Gemma 4 synth tests).
+// They check the form of every answer, never its content: well-formed bodies, legal stop and
+// finish reasons, consistent usage, calls whose arguments fit the tool's schema. The requests
+// offer one tool, get_weather {city, days?}, and ask a question it would answer.
+class NoiseChecks {
+ public:
+  // `server` serves `model`; the requests ask for at most `max_tokens`.
+  NoiseChecks(const ServerProcess& server, std::string model, int max_tokens);
+
+  // A system prompt, the tool and one question, at temperature 0.
+  nlohmann::ordered_json anthropic_request() const;
+  nlohmann::ordered_json openai_request() const;
+
+  // What /v1/messages/count_tokens says for `request` (its "stream" dropped).
+  int64_t count_tokens(httplib::Client& client, const nlohmann::ordered_json& request) const;
+
+  // An Anthropic message, whole or rebuilt from its stream; `prompt_tokens` is what count_tokens
+  // said for its request.
+  void check_anthropic_message(const nlohmann::ordered_json& m, int64_t prompt_tokens) const;
+  void check_openai_completion(const nlohmann::ordered_json& body) const;
+  // An OpenAI answer rebuilt from its stream (replay_openai_stream's shape), usage included.
+  void check_openai_stream(const nlohmann::ordered_json& streamed) const;
+
+  // Streams `request` (its "stream" set here) to `path` and rebuilds the answer with the strict
+  // grammar checker of its protocol; null, with a failure recorded, when the answer is not a 200
+  // event stream that follows the grammar.
+  nlohmann::ordered_json stream(httplib::Client& client, const std::string& path, nlohmann::ordered_json request) const;
+
+ private:
+  void check_output_tokens(int64_t output, bool hit_max_tokens) const;
+  void check_openai_usage(const nlohmann::ordered_json& usage, bool hit_length) const;
+
+  const ServerProcess& server_;
+  std::string model_;
+  int max_tokens_;
+};
+
+// What an Anthropic response's content means, whichever way it came: blocks without ids and
+// signatures.
+nlohmann::ordered_json anthropic_gist(const nlohmann::ordered_json& content);
+
+// The next request: `request` with the answer replayed, then the results of its calls, or a
+// further question when it made none.
+nlohmann::ordered_json anthropic_next_turn(nlohmann::ordered_json request, const nlohmann::ordered_json& answer);
+nlohmann::ordered_json openai_next_turn(nlohmann::ordered_json request, const nlohmann::ordered_json& message);
 
 }  // namespace keel::test
