@@ -243,8 +243,13 @@ TEST(Engine, SamplerFilters) {
   }
   Sampler top_p({1.0, 0, 0.3, 0.0, 3});  // the first token already covers 30%
   for (int i = 0; i < 20; ++i) EXPECT_EQ(top_p.sample(logits), 1);
+  // top_p 0 (inside both APIs' [0, 1]) keeps only the most likely token, even at a high
+  // temperature where 1 and 2 are nearly even.
+  Sampler top_p_zero({5.0, 0, 0.0, 0.0, 3});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(top_p_zero.sample(logits), 1);
   EXPECT_THROW(Sampler({-1.0, 0, 1.0, 0.0, 0}), Error);
-  EXPECT_THROW(Sampler({1.0, 0, 0.0, 0.0, 0}), Error);
+  EXPECT_THROW(Sampler({1.0, 0, -0.1, 0.0, 0}), Error);
+  EXPECT_THROW(Sampler({1.0, 0, 1.5, 0.0, 0}), Error);
 }
 
 // Every weight format through both matmul paths (one token: fused kernels; several: row tiles)

@@ -65,8 +65,9 @@ std::vector<int32_t> script_tokens(const text::Tokenizer& tok, const std::string
 ScriptedTurn run_scripted(const ScriptedSetup& setup, SessionCache& session, const std::vector<int32_t>& script) {
   ServedModel& model = *setup.model;
   TurnOptions o;
-  o.max_tokens = static_cast<int64_t>(script.size()) + 16;
   o.tools = setup.tools;
+  // Room for the whole script on every attempt: retried tokens count against max_tokens.
+  o.max_tokens = (static_cast<int64_t>(script.size()) + 1) * (o.tool_retries + 1) + 16;
   o.reasoning = true;
   const int32_t eos = model.weights().eos_token_ids.front();
   o.logits_processor = [&](std::span<const int32_t> generated, std::span<float> logits) {

@@ -113,7 +113,7 @@ TEST(ServeSecurityRules, ConstantTimeEqualIsEquality) {
 }
 
 TEST(ServeSecurityRules, HostsAndOriginsAllowedByOptions) {
-  const AccessRules loopback(AccessOptions{"127.0.0.1", {}, {}, ""});
+  const AccessRules loopback(AccessOptions{"127.0.0.1", {}, {}, {}});
   EXPECT_TRUE(loopback.host_allowed("localhost:4000"));
   EXPECT_TRUE(loopback.host_allowed("[::1]:4000"));
   EXPECT_FALSE(loopback.host_allowed("evil.example:4000"));
@@ -121,7 +121,7 @@ TEST(ServeSecurityRules, HostsAndOriginsAllowedByOptions) {
   EXPECT_FALSE(loopback.origin_allowed("http://localhost:4000"));  // an Origin is never implied
   EXPECT_FALSE(loopback.origin_allowed("null"));
 
-  const AccessRules bound(AccessOptions{"192.168.1.5", {"keel.lan:4000"}, {"http://localhost:3000"}, ""});
+  const AccessRules bound(AccessOptions{"192.168.1.5", {"keel.lan:4000"}, {"http://localhost:3000"}, {}});
   EXPECT_TRUE(bound.host_allowed("192.168.1.5:4000"));
   EXPECT_TRUE(bound.host_allowed("192.168.1.5"));
   EXPECT_TRUE(bound.host_allowed("KEEL.lan"));
@@ -131,16 +131,16 @@ TEST(ServeSecurityRules, HostsAndOriginsAllowedByOptions) {
   EXPECT_FALSE(bound.origin_allowed("http://localhost:3001"));
   EXPECT_FALSE(bound.origin_allowed("https://localhost:3000"));
 
-  const AccessRules wildcard_bind(AccessOptions{"0.0.0.0", {}, {}, ""});
+  const AccessRules wildcard_bind(AccessOptions{"0.0.0.0", {}, {}, {}});
   EXPECT_FALSE(wildcard_bind.host_allowed("0.0.0.0:4000"));
   EXPECT_TRUE(wildcard_bind.host_allowed("127.0.0.1:4000"));
 
-  const AccessRules open(AccessOptions{"127.0.0.1", {"*"}, {"*"}, ""});
+  const AccessRules open(AccessOptions{"127.0.0.1", {"*"}, {"*"}, {}});
   EXPECT_TRUE(open.host_allowed("evil.example"));
   EXPECT_TRUE(open.origin_allowed("http://evil.example"));
 
-  EXPECT_THROW(AccessRules(AccessOptions{"127.0.0.1", {}, {"localhost:3000"}, ""}), Error);
-  EXPECT_THROW(AccessRules(AccessOptions{"127.0.0.1", {"http://keel.lan"}, {}, ""}), Error);
+  EXPECT_THROW(AccessRules(AccessOptions{"127.0.0.1", {}, {"localhost:3000"}, {}}), Error);
+  EXPECT_THROW(AccessRules(AccessOptions{"127.0.0.1", {"http://keel.lan"}, {}, {}}), Error);
 }
 
 // --- The rules on a running server --------------------------------------------------------------

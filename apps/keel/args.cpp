@@ -1,5 +1,9 @@
 #include "args.h"
 
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "keel/util/error.h"
@@ -61,21 +65,59 @@ std::vector<std::string> Args::get_all(const std::string& name) const {
   return out;
 }
 
-long Args::get_int(const std::string& name, long fallback) const {
+long Args::get_int(const std::string& name, long fallback, long min, long max) const {
   auto v = get(name);
-  if (!v) return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0') throw Error("--" + name + " expects an integer, got '" + *v + "'");
-  return x;
+  return v ? parse_int_flag(name, *v, min, max) : fallback;
 }
 
-double Args::get_double(const std::string& name, double fallback) const {
+double Args::get_double(const std::string& name, double fallback, double min, double max) const {
   auto v = get(name);
-  if (!v) return fallback;
-  char* end = nullptr;
-  double x = std::strtod(v->c_str(), &end);
-  if (v->empty() || *end != '\0') throw Error("--" + name + " expects a number, got '" + *v + "'");
+  return v ? parse_number_flag(name, *v, min, max) : fallback;
+}
+
+namespace {
+
+// Bounds as people write them: 1048576, not 1.04858e+06.
+std::string bound_text(double x) {
+  if (x == std::floor(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<long long>(x));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// The value as given, cut short and with control characters shown as '?', so the one-line error
+// stays one line whatever was passed.
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (size_t i = 0; i < text.size() && i < 40; ++i) out += std::iscntrl(static_cast<unsigned char>(text[i])) ? '?' : text[i];
+  return out + (text.size() > 40 ? "...'" : "'");
+}
+
+}  // namespace
+
+long parse_int_flag(const std::string& flag, const std::string& text, long min, long max) {
+  const std::string range = "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+  long n = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, n);
+  if (text.empty() || (ec != std::errc() && ec != std::errc::result_out_of_range) || at != end)
+    throw Error("--" + flag + ": " + quoted(text) + " is not a whole number (" + range + ")");
+  if (ec == std::errc::result_out_of_range || n < min || n > max)
+    throw Error("--" + flag + ": " + quoted(text) + " is out of range (" + range + ")");
+  return n;
+}
+
+double parse_number_flag(const std::string& flag, const std::string& text, double min, double max, bool above_min) {
+  const std::string range = std::string("expected a number ") + (above_min ? "above " : "from ") + bound_text(min) +
+                            (above_min ? " and at most " : " to ") + bound_text(max);
+  double x = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, x);
+  // from_chars reads "nan" and "inf" as numbers; no flag means either.
+  if (text.empty() || (ec != std::errc() && ec != std::errc::result_out_of_range) || at != end || std::isnan(x))
+    throw Error("--" + flag + ": " + quoted(text) + " is not a number (" + range + ")");
+  if (ec == std::errc::result_out_of_range || !std::isfinite(x) || x < min || x > max || (above_min && x == min))
+    throw Error("--" + flag + ": " + quoted(text) + " is out of range (" + range + ")");
   return x;
 }
 

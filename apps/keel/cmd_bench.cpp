@@ -41,17 +41,20 @@ int bench_command(const CommandArgs& argv) {
   Args args(argv, flags, {"no-limits"});
   const kv::KvPolicy policy = kv::KvPolicy::parse(args.get_or("kv-policy", "full"));
   if (args.has("session")) {
-    const long turns = args.get_int("session", 20);
-    if (turns < 1) throw Error("--session must be >= 1");
-    bench_session(args.require("model"), static_cast<int>(args.get_int("threads", 0)), static_cast<int>(turns),
-                  args.get_int("system-tokens", 6000), args.get_int("answer-tokens", 32), policy);
+    const long turns = args.get_int("session", 20, 1, 100000);
+    const long threads = args.get_int("threads", 0, 0, kMaxThreads);
+    const long system_tokens = args.get_int("system-tokens", 6000, 0, kMaxTokenCount);
+    const long answer_tokens = args.get_int("answer-tokens", 32, 1, kMaxTokenCount);
+    bench_session(args.require("model"), static_cast<int>(threads), static_cast<int>(turns), system_tokens,
+                  answer_tokens, policy);
     return 0;
   }
+  // Checked before the model loads: a bad flag costs nothing.
+  const int64_t prompt_tokens = args.get_int("prompt-tokens", 256, 1, kMaxTokenCount);
+  const int64_t gen_tokens = args.get_int("gen-tokens", 64, 1, kMaxTokenCount);
+  const int repeats = static_cast<int>(args.get_int("repeats", 3, 1, 1000));
+  const int64_t kv_context = args.get_int("kv-context", 32768, 1, kMaxTokenCount);
   LoadedModel m = load_model_from_flags(args);
-  const int64_t prompt_tokens = args.get_int("prompt-tokens", 256);
-  const int64_t gen_tokens = args.get_int("gen-tokens", 64);
-  const int repeats = static_cast<int>(args.get_int("repeats", 3));
-  if (prompt_tokens < 1 || gen_tokens < 1 || repeats < 1) throw Error("--prompt-tokens, --gen-tokens and --repeats must be >= 1");
 
   const ModelWeights& w = m.weights;
   Transformer model(w, *m.pool);
@@ -89,7 +92,6 @@ int bench_command(const CommandArgs& argv) {
               decode_tps, decode_tps * bytes_per_token / 1e9);
   // What each preset stores per token of a long context (all tokens user text: protect keeps only
   // its sinks and recent window at bf16 then; system prompt and tools would add bf16 tokens).
-  const int64_t kv_context = args.get_int("kv-context", 32768);
   std::printf("KV bytes/token   at %lld tokens:", static_cast<long long>(kv_context));
   for (plan::KvPolicy preset : plan::kPresetsByPrecision)
     std::printf(" %s %.0f", std::string(plan::kv_policy_name(preset)).c_str(),

@@ -6,6 +6,7 @@
 //   keel eval record --model DIR --session FILE.json --out FILE.jsonl   (builds transcripts)
 // Reports go to stdout as Markdown; --out PREFIX also writes PREFIX.md, PREFIX.json, PREFIX.svg.
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -58,7 +59,7 @@ bool rotate_flag(const Args& args) {
 std::unique_ptr<ServedModel> load(const std::string& dir, const Args& args) {
   ServedModelOptions o;
   o.dir = dir;
-  o.threads = static_cast<int>(args.get_int("threads", 0));
+  o.threads = static_cast<int>(args.get_int("threads", 0, 0, kMaxThreads));
   return std::make_unique<ServedModel>(o);
 }
 
@@ -75,6 +76,8 @@ eval::ReportHeader base_header(const char* mode, const ServedModel& model, const
 int fidelity(const CommandArgs& argv) {
   Args args(argv, {"model", "transcripts", "policies", "weights-baseline", "out", "threads", "chunk", "kv-rotate"},
             {"progress"});
+  eval::FidelityOptions options;
+  options.chunk = args.get_int("chunk", 128, 1, kMaxTokenCount);  // before anything loads
   auto model = load(args.require("model"), args);
   std::unique_ptr<ServedModel> baseline;
   if (args.has("weights-baseline")) baseline = load(args.require("weights-baseline"), args);
@@ -82,9 +85,6 @@ int fidelity(const CommandArgs& argv) {
   const auto transcripts = eval::load_transcripts(args.require("transcripts"));
   const auto arms = eval::parse_policy_list(args.get_or("policies", kDefaultPolicies));
 
-  eval::FidelityOptions options;
-  options.chunk = args.get_int("chunk", 128);
-  if (options.chunk < 1) throw Error("--chunk must be >= 1");
   options.rotate = rotate_flag(args);
   eval::Progress progress(eval::fidelity_steps(*model, transcripts, options.chunk),
                           args.has("progress") || eval::Progress::stderr_is_terminal());
@@ -110,6 +110,12 @@ int tools(const CommandArgs& argv) {
             {"model", "suite", "policies", "runs", "reuse", "seed", "temperature", "max-tokens", "out", "threads",
              "kv-rotate"},
             {"progress"});
+  // Numbers first: a bad one is refused before anything loads.
+  eval::TaskOptions options;
+  options.runs = static_cast<int>(args.get_int("runs", 3, 1, 1000));
+  options.seed = static_cast<uint64_t>(args.get_int("seed", 1, 0, LONG_MAX));
+  options.temperature = args.get_double("temperature", options.temperature, 0, kMaxTemperature);
+  options.max_tokens = args.get_int("max-tokens", options.max_tokens, 1, kMaxTokenCount);
   auto model = load(args.require("model"), args);
   const eval::TaskSuite suite = eval::load_suite(args.require("suite"));
   const auto arms = eval::parse_policy_list(args.get_or("policies", kDefaultPolicies));
@@ -120,13 +126,6 @@ int tools(const CommandArgs& argv) {
   else if (reuse == "both") reuse_modes = {true, false};
   else throw Error("--reuse must be on, off or both");
 
-  eval::TaskOptions options;
-  options.runs = static_cast<int>(args.get_int("runs", 3));
-  if (options.runs < 1) throw Error("--runs must be >= 1");
-  options.seed = static_cast<uint64_t>(args.get_int("seed", 1));
-  options.temperature = args.get_double("temperature", options.temperature);
-  options.max_tokens = args.get_int("max-tokens", options.max_tokens);
-  if (options.max_tokens < 1) throw Error("--max-tokens must be >= 1");
   options.rotate = rotate_flag(args);
   const size_t arm_count = arms.size() + (std::any_of(arms.begin(), arms.end(),
                                                       [](const eval::PolicyArm& a) { return a.policy == kv::KvPolicy(); })

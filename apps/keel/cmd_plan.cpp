@@ -23,18 +23,12 @@ int64_t parse_context(const std::string& text) {
     digits.pop_back();
     scale = 1024;
   }
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(digits, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
   // A trillion tokens is far past any model; the bound keeps the arithmetic from overflowing.
-  if (used == 0 || used != digits.size() || v <= 0 || v > (1ll << 40) / scale) {
-    throw Error("--context must be a positive number of tokens (e.g. 32768 or 32k), got '" + text + "'");
+  try {
+    return parse_int_flag("context", digits, 1, (1L << 40) / scale) * scale;
+  } catch (const Error&) {
+    throw Error("--context must be a positive number of tokens up to 2^40 (e.g. 32768 or 32k), got '" + text + "'");
   }
-  return v * scale;
 }
 
 }  // namespace
@@ -51,7 +45,7 @@ int plan_command(const CommandArgs& argv) {
   request.model = args.positional()[0];
   if (auto c = args.get("context")) request.context = parse_context(*c);
   if (auto p = args.get("kv-policy")) request.policy = plan::parse_kv_policy(*p);
-  if (args.get("memory")) request.memory_gib = args.get_double("memory", 0);
+  if (auto m = args.get("memory")) request.memory_gib = parse_number_flag("memory", *m, 0, kMaxGiB, true);
   if (auto t = args.get("chat-template")) request.chat_template = *t;
 
   const plan::Plan plan = plan::plan_model(request);

@@ -47,6 +47,14 @@ int run_command(const CommandArgs& argv) {
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   if (args.has("prompt") == args.has("tokens")) throw Error("give exactly one of --prompt TEXT or --tokens IDS");
 
+  // Every number is checked before the model loads: a bad flag costs nothing.
+  GenerationOptions options;
+  options.max_tokens = args.get_int("max-tokens", 128, 0, kMaxTokenCount);
+  options.prefill_chunk = args.get_int("prefill-chunk", 256, 1, kMaxTokenCount);
+  options.sampling = sampling_from_flags(args);
+  std::optional<long> context_flag;
+  if (args.get("context")) context_flag = args.get_int("context", 0, 1, kMaxTokenCount);
+
   LoadedModel m = load_model_from_flags(args);
   std::optional<text::Tokenizer> tokenizer;
   if (std::filesystem::exists(m.weights.dir / "tokenizer.json")) tokenizer = text::Tokenizer::from_file(m.weights.dir);
@@ -60,15 +68,9 @@ int run_command(const CommandArgs& argv) {
     prompt = parse_ids(args.require("tokens"));
   }
 
-  GenerationOptions options;
-  options.max_tokens = args.get_int("max-tokens", 128);
-  options.prefill_chunk = args.get_int("prefill-chunk", 256);
-  options.sampling = sampling_from_flags(args);
   options.stop_ids = m.weights.eos_token_ids;
-  if (options.max_tokens < 0) throw Error("--max-tokens must be >= 0");
-  const long context = args.get_int(
-      "context", std::min<long>(static_cast<long>(m.weights.spec.max_position), static_cast<long>(prompt.size()) + options.max_tokens));
-  if (context <= 0) throw Error("--context must be positive");
+  const long context = context_flag.value_or(
+      std::min<long>(static_cast<long>(m.weights.spec.max_position), static_cast<long>(prompt.size()) + options.max_tokens));
 
   Transformer model(m.weights, *m.pool);
   // A pool of its own under the `full` policy: every K/V row kept at bf16, as --context sizes it.

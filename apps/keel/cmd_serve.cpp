@@ -3,6 +3,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <pthread.h>
 #include <thread>
 
@@ -54,36 +56,51 @@ std::vector<std::string> list_flag(const Args& args, const std::string& flag) {
   return out;
 }
 
-long int_flag(const Args& args, const std::string& flag, long fallback, long min) {
-  auto v = flag_or_env(args, flag);
-  if (!v) return fallback;
-  size_t used = 0;
-  long n = 0;
-  try {
-    n = std::stol(*v, &used);
-  } catch (const std::exception&) {
-    used = 0;
+// Every API key, each once in the order given: --api-key (repeatable, commas separate keys; else
+// KEEL_API_KEY), then --api-key-file (else KEEL_API_KEY_FILE): one key per line, blank lines and
+// lines starting with '#' skipped. The file and the environment keep keys out of the process list.
+std::vector<std::string> api_keys(const Args& args) {
+  std::vector<std::string> keys = list_flag(args, "api-key");
+  if (auto path = flag_or_env(args, "api-key-file")) {
+    std::ifstream in(*path);
+    if (!in) throw Error("--api-key-file: cannot read '" + *path + "'");
+    const size_t before = keys.size();
+    std::string line;
+    while (std::getline(in, line)) {
+      line.erase(0, line.find_first_not_of(" \t\r"));
+      line.erase(line.find_last_not_of(" \t\r") + 1);
+      if (!line.empty() && line.front() != '#') keys.push_back(line);
+    }
+    if (keys.size() == before) throw Error("--api-key-file: '" + *path + "' holds no key (one key per line)");
+    std::error_code ec;
+    const auto perms = std::filesystem::status(*path, ec).permissions();
+    if (!ec && (perms & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
+                   std::filesystem::perms::none)
+      std::fprintf(stderr, "keel serve: warning: --api-key-file '%s' is readable by other users (chmod 600 it)\n",
+                   path->c_str());
   }
-  if (used == 0 || used != v->size() || n < min)
-    throw Error("--" + flag + ": '" + *v + "' is not a whole number >= " + std::to_string(min));
-  return n;
+  std::vector<std::string> unique;
+  for (auto& key : keys)
+    if (std::find(unique.begin(), unique.end(), key) == unique.end()) unique.push_back(std::move(key));
+  return unique;
 }
+
+long int_flag(const Args& args, const std::string& flag, long fallback, long min, long max) {
+  auto v = flag_or_env(args, flag);
+  return v ? parse_int_flag(flag, *v, min, max) : fallback;
+}
+
+// Upper bounds of serve's own numeric flags (docs/cli.md).
+constexpr long kMaxToolRetries = 32;
+constexpr long kMaxQueueDepth = 1024;
+constexpr long kMaxBodyMiB = 1024;
 
 // The KV context serve reserves when --context is not given: the model's own limit, capped so a
 // long-context model does not claim all memory for tokens a local session rarely reaches.
 constexpr int64_t kDefaultContextCap = 32768;
 
 double gib_flag(const Args& args, const std::string& flag) {
-  const std::string v = *flag_or_env(args, flag);
-  size_t used = 0;
-  double gib = 0;
-  try {
-    gib = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || !(gib > 0)) throw Error("--" + flag + ": '" + v + "' is not a positive number of GiB");
-  return gib;
+  return parse_number_flag(flag, *flag_or_env(args, flag), 0, kMaxGiB, true);
 }
 
 // What serve runs with: the plan (the same one `keel plan` prints), the KV policy and the pool's
@@ -107,7 +124,7 @@ bool is_preset_name(const std::string& text) {
 ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
   plan::PlanRequest request;
   request.model = model_dir;
-  if (flag_or_env(args, "context")) request.context = int_flag(args, "context", 0, 1);
+  if (flag_or_env(args, "context")) request.context = int_flag(args, "context", 0, 1, kMaxTokenCount);
   if (flag_or_env(args, "memory")) request.memory_gib = gib_flag(args, "memory");
   const std::string policy_text = flag_or_env(args, "kv-policy").value_or("auto");
   const bool preset = is_preset_name(policy_text);
@@ -178,7 +195,7 @@ void log_access(const api::ServerOptions& o) {
   if (has_star(o.allow_origins))
     std::fprintf(stderr, "keel serve: warning: --allow-origin '*': every web page this machine's browsers open may call "
                          "this server%s\n",
-                 o.api_key.empty() ? " and run the model (no --api-key)" : "");
+                 o.api_keys.empty() ? " and run the model (no --api-key)" : "");
   else if (!o.allow_origins.empty())
     std::fprintf(stderr, "keel serve: web pages allowed to call (--allow-origin): %s\n", joined(o.allow_origins).c_str());
   if (has_star(o.allow_hosts))
@@ -207,19 +224,27 @@ void wait_for_shutdown_signal(api::Server& server) {
 int serve_command(const CommandArgs& argv) {
   Args args(argv, {"model", "alias", "host", "port", "api-key", "threads", "context", "kv-policy", "kv-memory",
                    "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb",
-                   "allow-origin", "allow-host"});
+                   "allow-origin", "allow-host", "api-key-file"});
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const auto model_dir = flag_or_env(args, "model");
   if (!model_dir) throw Error("--model DIR is required (or KEEL_MODEL)");
 
   api::ServerOptions options;
   options.host = flag_or_env(args, "host").value_or("127.0.0.1");
-  options.api_key = flag_or_env(args, "api-key").value_or("");
+  options.api_keys = api_keys(args);
   options.allow_hosts = list_flag(args, "allow-host");
   options.allow_origins = list_flag(args, "allow-origin");
   // A value that can never match (an origin without its scheme) is refused before the model loads.
   const api::AccessRules access_check(
-      api::AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_key});
+      api::AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_keys});
+
+  // Numbers are checked before anything loads (ranges: docs/cli.md). The queue depth sizes an
+  // HTTP thread pool up front (a thread per waiting request), so it is bounded.
+  options.port = static_cast<int>(int_flag(args, "port", 4000, 0, 65535));
+  options.tool_retries = static_cast<int>(int_flag(args, "tool-retries", 2, 0, kMaxToolRetries));
+  options.queue_depth = static_cast<size_t>(int_flag(args, "queue-depth", 64, 1, kMaxQueueDepth));
+  options.max_body_bytes = static_cast<size_t>(int_flag(args, "max-body-mb", 32, 1, kMaxBodyMiB)) << 20;
+  const int threads = static_cast<int>(int_flag(args, "threads", 0, 0, kMaxThreads));
 
   // Refuse before loading anything what cannot fit (the plan says why).
   const ServingPlan serving = plan_serving(args, *model_dir);
@@ -229,18 +254,14 @@ int serve_command(const CommandArgs& argv) {
 
   ServedModelOptions model_options;
   model_options.dir = *model_dir;
-  model_options.threads = static_cast<int>(int_flag(args, "threads", 0, 0));
+  model_options.threads = threads;
   if (auto f = flag_or_env(args, "tool-call-format")) model_options.tool_call_format = toolcall::parsed_tool_call_format_from_name(*f);
   ServedModel model(model_options);
   SessionCache session(model.weights().spec, serving.kv_budget, serving.policy, rotate == "on", plan.context);
 
-  options.port = static_cast<int>(int_flag(args, "port", 4000, 0));
   options.aliases = args.get_all("alias");
   if (options.aliases.empty())
     if (auto a = flag_or_env(args, "alias")) options.aliases.push_back(*a);
-  options.tool_retries = static_cast<int>(int_flag(args, "tool-retries", 2, 0));
-  options.queue_depth = static_cast<size_t>(int_flag(args, "queue-depth", 64, 1));
-  options.max_body_bytes = static_cast<size_t>(int_flag(args, "max-body-mb", 32, 1)) << 20;
 
   const ModelSpec& spec = model.weights().spec;
   std::fprintf(stderr, "keel serve: model %s (%s, %lld layers, %s weights), %d threads, simd %s\n",
@@ -275,7 +296,14 @@ int serve_command(const CommandArgs& argv) {
     if (a == "*")
       std::fprintf(stderr, "keel serve: --alias '*': every model name a client sends is answered by %s\n",
                    model.dir().string().c_str());
-  if (!options.api_key.empty()) std::fprintf(stderr, "keel serve: API key required (x-api-key or Authorization: Bearer)\n");
+  if (options.api_keys.size() == 1)
+    std::fprintf(stderr, "keel serve: API key required (x-api-key or Authorization: Bearer)\n");
+  else if (options.api_keys.size() > 1)
+    std::fprintf(stderr, "keel serve: %zu API keys accepted (x-api-key or Authorization: Bearer), each with its own "
+                         "prefix-cache namespace\n", options.api_keys.size());
+  if (!args.get_all("api-key").empty())
+    std::fprintf(stderr, "keel serve: note: --api-key is visible to other users in the process list; "
+                         "--api-key-file or KEEL_API_KEY keep it out\n");
   log_access(options);
   std::fprintf(stderr, "keel serve: listening on http://%s:%d\n", options.host.c_str(), port);
   std::fflush(stderr);

@@ -1,4 +1,5 @@
 // keel synth: a random-weight model folder with a real config's exact shapes, for benchmarks.
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 
@@ -21,12 +22,11 @@ int synth_command(const CommandArgs& argv) {
   else if (dtype == "mlx4") o.format = WeightFormat::MLX4;
   else if (dtype == "mlx8") o.format = WeightFormat::MLX8;
   else throw Error("--dtype must be bf16, f16, f32, mlx4 or mlx8, got '" + dtype + "'");
-  o.mlx_group_size = static_cast<int>(args.get_int("group-size", 64));
+  o.mlx_group_size = static_cast<int>(args.get_int("group-size", 64, 32, 128));
   if (o.mlx_group_size != 32 && o.mlx_group_size != 64 && o.mlx_group_size != 128)
     throw Error("--group-size must be 32, 64 or 128");
-  o.seed = static_cast<uint64_t>(args.get_int("seed", 1));
-  o.layers = args.get_int("layers", 0);
-  if (o.layers < 0) throw Error("--layers must be positive (0: all of the config's layers)");
+  o.seed = static_cast<uint64_t>(args.get_int("seed", 1, 0, LONG_MAX));
+  o.layers = args.get_int("layers", 0, 0, 100000);  // 0: all of the config's layers
   const std::filesystem::path out = args.require("out");
   const uint64_t bytes = synthesize_model(config, out, o);
   std::fprintf(stderr, "keel: wrote %s (%s, %.1f MB of weights)\n", out.string().c_str(), dtype.c_str(),

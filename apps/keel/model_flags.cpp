@@ -1,5 +1,7 @@
 #include "model_flags.h"
 
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 
 #include "keel/arch/model_loader.h"
@@ -9,9 +11,8 @@
 namespace keel::cli {
 
 LoadedModel load_model_from_flags(const Args& args) {
+  const long threads = args.get_int("threads", 0, 0, kMaxThreads);  // 0: one per core
   LoadedModel m{arch::load_model(args.require("model")), nullptr};
-  const long threads = args.get_int("threads", 0);
-  if (threads < 0) throw Error("--threads must be >= 0 (0 = one per core)");
   m.pool = std::make_unique<ThreadPool>(static_cast<int>(threads));
   const ModelSpec& s = m.weights.spec;
   std::fprintf(stderr, "keel: model %s (%s, %lld layers, hidden %lld, %s weights, %.1f MB), %d threads, simd %s\n",
@@ -23,13 +24,11 @@ LoadedModel load_model_from_flags(const Args& args) {
 
 SamplingParams sampling_from_flags(const Args& args) {
   SamplingParams p;
-  p.temperature = args.get_double("temperature", 0.0);
-  p.top_k = args.get_int("top-k", 0);
-  p.top_p = args.get_double("top-p", 1.0);
-  p.min_p = args.get_double("min-p", 0.0);
-  const long seed = args.get_int("seed", 0);
-  if (seed < 0) throw Error("--seed must be >= 0");
-  p.seed = static_cast<uint64_t>(seed);
+  p.temperature = args.get_double("temperature", 0.0, 0.0, kMaxTemperature);
+  p.top_k = args.get_int("top-k", 0, 0, INT32_MAX);
+  p.top_p = args.get_double("top-p", 1.0, 0.0, 1.0);
+  p.min_p = args.get_double("min-p", 0.0, 0.0, 1.0);
+  p.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0, LONG_MAX));
   return p;
 }
 

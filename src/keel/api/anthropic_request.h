@@ -5,7 +5,7 @@
 //   model (string), max_tokens (integer >= 1, required), messages (non-empty; see
 //   anthropic_messages.h), system, tools [{name, description?, input_schema}] (type absent or
 //   "custom"; server tools are refused), tool_choice {type auto|any|tool|none, name,
-//   disable_parallel_tool_use}, temperature [0,1], top_p [0,1], top_k >= 0, stop_sequences,
+//   disable_parallel_tool_use}, temperature [0,1], top_p [0,1] (0: greedy), top_k >= 0, stop_sequences,
 //   stream, thinking {type enabled|adaptive|disabled}. Unknown top-level fields are ignored.
 //
 // Threads: pure functions of the body and limits; any HTTP thread, many at once.

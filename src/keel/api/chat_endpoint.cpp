@@ -12,6 +12,7 @@
 
 #include "keel/api/chat_result.h"
 #include "keel/api/connection_probe.h"
+#include "keel/api/log_text.h"
 #include "keel/api/server_state.h"
 #include "keel/api/sse_writer.h"
 #include "keel/engine/chat_turn.h"
@@ -106,8 +107,9 @@ TurnOptions turn_options(const ChatRequest& r, const ServerState& s) {
   return o;
 }
 
-// The sampler refuses values the request parsers let through (top_p 0): refuse them here, as the
-// client's error, before the request waits in the queue, not as a failed generation after it.
+// The parsers' ranges are meant to be the sampler's (top_p 0 is greedy in both); should they ever
+// differ, the sampler's refusal is still the client's 400 before the request waits in the queue,
+// never a failed generation (500) after it.
 void check_sampling(const SamplingParams& sampling) {
   try {
     [[maybe_unused]] const Sampler check(sampling);
@@ -184,7 +186,7 @@ std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::
                         " of " + std::to_string(st.prompt_tokens) + " prompt tokens")
                            .c_str()
                      : "",
-                 error ? (", error: " + std::string(error->what())).c_str() : "");
+                 error ? (", error: " + log_safe(error->what(), 500)).c_str() : "");
     std::lock_guard lock(job->mutex);
     job->result = std::move(result);
     job->error = std::move(error);
@@ -364,7 +366,8 @@ void fit_to_context(ChatRequest& r, int64_t prompt_tokens, int64_t context_token
 
 }  // namespace
 
-void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req, httplib::Response& res) {
+void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req, httplib::Response& res,
+                 uint64_t cache_salt) {
   const char* route = protocol == Protocol::Anthropic ? "/v1/messages" : "/v1/chat/completions";
   try {
     ChatRequest r = parse_request(protocol, req.body, s.options.limits);
@@ -373,8 +376,11 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
     fit_to_context(r, static_cast<int64_t>(prompt->ids.size()), s.session.capacity());
     auto job = std::make_shared<Job>();
     auto probe = std::make_unique<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    const std::string label = std::string("POST ") + route + " model \"" + r.model + "\"" + (r.stream ? " stream" : "");
+    // The model name is the client's: log_safe keeps it on this line.
+    const std::string label =
+        std::string("POST ") + route + " model \"" + log_safe(r.model) + "\"" + (r.stream ? " stream" : "");
     TurnOptions options = turn_options(r, s);
+    options.cache_salt = cache_salt;
     check_sampling(options.sampling);
     if (!s.queue.submit(engine_job(s, job, prompt, std::move(options), label)))
       throw overloaded("the server is busy: " + std::to_string(s.queue.max_waiting()) +

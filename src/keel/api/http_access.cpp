@@ -123,7 +123,10 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-AccessRules::AccessRules(AccessOptions options) : key_(std::move(options.api_key)) {
+AccessRules::AccessRules(AccessOptions options) : keys_(std::move(options.api_keys)) {
+  for (const auto& key : keys_)
+    if (key.empty() || !std::all_of(key.begin(), key.end(), [](char c) { return c > 0x20 && c < 0x7f; }))
+      throw Error("an API key must be printable ASCII without spaces (a header must carry it), and not empty");
   if (!is_wildcard_address(options.bound_host)) {
     std::string bound = options.bound_host;
     if (bound.find(':') != std::string::npos && bound.front() != '[') bound = "[" + bound + "]";
@@ -164,15 +167,21 @@ bool AccessRules::origin_allowed(std::string_view origin) const {
   return normalized && std::find(origins_.begin(), origins_.end(), *normalized) != origins_.end();
 }
 
-bool AccessRules::presents_key(const httplib::Request& req) const {
-  if (key_.empty()) return false;
+std::optional<size_t> AccessRules::presented_key(const httplib::Request& req) const {
+  if (keys_.empty()) return std::nullopt;
   const std::string x_api_key = req.get_header_value("x-api-key");
   const std::string authorization = req.get_header_value("Authorization");
   const bool bearer = authorization.size() >= 7 && lower(authorization.substr(0, 7)) == "bearer ";
-  // Both comparisons always run, so the time says nothing about which header was close.
-  const bool by_header = constant_time_equal(x_api_key, key_);
-  const bool by_bearer = constant_time_equal(bearer ? std::string_view(authorization).substr(7) : std::string_view(), key_);
-  return by_header || by_bearer;
+  const std::string_view bearer_key = bearer ? std::string_view(authorization).substr(7) : std::string_view();
+  // Every comparison runs, for both headers and all keys, so the time says nothing about which
+  // header or key was close. Keys are never empty, so an absent header matches none.
+  std::optional<size_t> found;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    const bool by_header = constant_time_equal(x_api_key, keys_[i]);
+    const bool by_bearer = constant_time_equal(bearer_key, keys_[i]);
+    if ((by_header || by_bearer) && !found) found = i;
+  }
+  return found;
 }
 
 std::optional<ApiError> AccessRules::refusal(const httplib::Request& req, bool needs_key, bool needs_json) const {

@@ -6,7 +6,7 @@
 //     the address it listens on, or a name given with --allow-host (ports are not compared);
 //   - a request with an Origin header (a browser's, cross-site or not) must come from an origin
 //     given with --allow-origin;
-//   - the API key, when one is set, is compared in constant time;
+//   - the API keys, when any are set, are each compared in constant time;
 //   - POST bodies must be declared application/json (no simple request can send that type).
 // docs/serve.md ("Security model") is the user-facing description. Everything here is immutable
 // after construction: any HTTP thread may call it.
@@ -40,19 +40,24 @@ struct AccessOptions {
   std::string bound_host;                   // --host: its own name/address is always allowed
   std::vector<std::string> allowed_hosts;   // --allow-host, "*" for any
   std::vector<std::string> allowed_origins;  // --allow-origin, "*" for any
-  std::string api_key;                      // empty: no key
+  std::vector<std::string> api_keys;        // empty: no key; several: any one of them
 };
 
 class AccessRules {
  public:
-  // Throws keel::Error naming an --allow-host or --allow-origin value that cannot match anything.
+  // Throws keel::Error naming an --allow-host or --allow-origin value that cannot match anything,
+  // or an API key no header can carry (empty, or not printable ASCII).
   explicit AccessRules(AccessOptions options);
 
   bool host_allowed(std::string_view host_header) const;
   bool origin_allowed(std::string_view origin) const;
-  // True when a key is set and the request presents it (x-api-key or Authorization: Bearer).
-  bool presents_key(const httplib::Request& req) const;
-  bool key_required() const { return !key_.empty(); }
+  // Which key the request presents (x-api-key or Authorization: Bearer), as its index in
+  // api_keys; nullopt when none is set or none matches. Every key is compared, whole, whatever
+  // matched, so the time says nothing about which key came close.
+  std::optional<size_t> presented_key(const httplib::Request& req) const;
+  bool presents_key(const httplib::Request& req) const { return presented_key(req).has_value(); }
+  bool key_required() const { return !keys_.empty(); }
+  size_t key_count() const { return keys_.size(); }
 
   // Why `req` is refused, in the order the rules are checked (Host, Origin, key, content type):
   // 400 (HTTP/1.1 without Host, Host repeated), 403 permission_error, 401, 415. nullopt: admitted.
@@ -70,7 +75,7 @@ class AccessRules {
   std::vector<std::string> origins_;  // normalized
   bool any_host_ = false;
   bool any_origin_ = false;
-  std::string key_;
+  std::vector<std::string> keys_;
 };
 
 }  // namespace keel::api

@@ -15,6 +15,21 @@ void family(std::string& out, const std::string& name, const char* type, const s
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
+// A label value as the exposition format quotes it: a quote, backslash or newline in it can never
+// end the sample or start another line.
+std::string label_value(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 void sample(std::string& out, const std::string& name, double value, const std::string& labels = "") {
   out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + number(value) + "\n";
 }
@@ -58,7 +73,7 @@ std::string Metrics::prometheus(
   family(out, "keel_http_responses_total", "counter", "HTTP responses by route and status.");
   for (const auto& [key, n] : responses_)
     sample(out, "keel_http_responses_total", static_cast<double>(n),
-           "route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"");
+           "route=\"" + label_value(key.first) + "\",status=\"" + std::to_string(key.second) + "\"");
 
   family(out, "keel_generations_total", "counter", "Chat turns the engine ran.");
   sample(out, "keel_generations_total", static_cast<double>(turns_));

@@ -34,7 +34,8 @@ struct PrefixCounts {
 
 class Metrics {
  public:
-  // `route` is a label from a fixed set (the caller buckets unknown paths), never a raw path.
+  // `route` is a label from a fixed set (the caller buckets unknown paths), never a raw path; it is
+  // escaped as a label value all the same, so no string can add a line to the page.
   void count_response(const std::string& route, int status);
   // A turn with no prompt tokens (cancelled before it started, failed) is neither hit nor miss.
   void count_turn(const TurnCounts& turn);

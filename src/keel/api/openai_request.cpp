@@ -81,6 +81,11 @@ void reject_unsupported_outputs(const Json& root) {
                                                "\" is not supported: keel does not constrain output to JSON yet; "
                                                "use a tool with a schema (calls are validated) or omit response_format");
   }
+  // The penalties are not applied yet: 0 (what clients send when not asked for one) is accepted,
+  // any other value in OpenAI's [-2, 2] refused rather than silently ignored.
+  for (const char* key : {"presence_penalty", "frequency_penalty"})
+    if (auto penalty = number_in_range(root, key, -2.0, 2.0); penalty && *penalty != 0)
+      reject_field(key, "only 0 is supported (penalties are not applied yet); omit it or send 0");
   if (optional_bool(root, "logprobs", "").value_or(false))
     reject_field("logprobs", "log probabilities are not supported yet; omit logprobs");
   if (const Json* top = find_field(root, "top_logprobs"); top != nullptr && !top->is_null())

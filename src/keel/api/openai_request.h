@@ -5,9 +5,10 @@
 //   [{"type":"function","function":{name, description?, parameters?}}] passed to the template as
 //   sent, tool_choice "auto"|"none"|"required"|{"type":"function","function":{"name"}},
 //   parallel_tool_calls, max_completion_tokens or max_tokens (default kDefaultOpenAIMaxTokens),
-//   temperature [0,2], top_p [0,1], top_k (extension; -1 or 0 = off), seed, stop (string or array),
-//   stream, stream_options.include_usage, reasoning_effort (anything but "none" turns thinking on),
-//   n (only 1). Unknown top-level fields are ignored.
+//   temperature [0,2], top_p [0,1] (0: greedy), top_k (extension; -1 or 0 = off), seed, stop
+//   (string or array), stream, stream_options.include_usage, reasoning_effort (anything but "none"
+//   turns thinking on), n (only 1), presence_penalty and frequency_penalty (only 0). Unknown
+//   top-level fields are ignored.
 //
 // Threads: pure functions of the body and limits; any HTTP thread, many at once.
 #include "keel/api/chat_request.h"

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "keel/api/http_access.h"
+#include "keel/api/log_text.h"
 #include "keel/api/server_state.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -79,22 +80,14 @@ std::string new_request_id() {
   return id;
 }
 
-// Text from the client (a path, a header) on one log line: printable ASCII, bounded.
-std::string printable(const std::string& text, size_t limit = 200) {
-  std::string out;
-  for (char c : text.substr(0, limit)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (text.size() > limit) out += "...";
-  return out;
-}
-
 // Why an error response was sent: the message of the envelope this server wrote (every envelope
 // keeps it at error.message). Never the request body.
 std::string error_reason(const httplib::Response& res) {
-  if (!t_error_reason.empty()) return printable(t_error_reason, 500);
+  if (!t_error_reason.empty()) return log_safe(t_error_reason, 500);
   const auto body = nlohmann::json::parse(res.body, nullptr, false);
   if (body.is_object() && body.contains("error") && body["error"].is_object() && body["error"].contains("message") &&
       body["error"]["message"].is_string())
-    return printable(body["error"]["message"].get<std::string>(), 500);
+    return log_safe(body["error"]["message"].get<std::string>(), 500);
   return "HTTP " + std::to_string(res.status);
 }
 
@@ -204,6 +197,15 @@ struct Server::Impl {
     return true;
   }
 
+  // The prefix-cache namespace of an admitted request. With several keys each key has its own, so a
+  // key holder cannot learn another's prompts token by token from cache_read_input_tokens; with one
+  // key or none everyone shares namespace 0, as before keys had namespaces.
+  uint64_t cache_salt(const httplib::Request& req) const {
+    if (access.key_count() < 2) return 0;
+    const auto key = access.presented_key(req);
+    return key ? *key + 1 : 0;  // admitted() let only key holders through
+  }
+
   // Every route runs through here, so a new route cannot forget the rules. They are checked once
   // the body is read: refusing earlier would leave its bytes on a keep-alive connection.
   httplib::Server::Handler admitted(bool needs_key, Handler handler) {
@@ -215,7 +217,7 @@ struct Server::Impl {
   Impl(ServedModel& model, SessionCache& session, ServerOptions options)
       : state{model, session, options, ModelRegistry(model.folder_name(), options.aliases), {},
               RequestQueue(options.queue_depth)},
-        access(AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_key}) {
+        access(AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_keys}) {
     // Every waiting client holds an HTTP thread (streams wait for their turn), so there are enough
     // threads for a full queue plus the running request and a few quick routes.
     const size_t threads = state.options.queue_depth + 8;
@@ -235,10 +237,10 @@ struct Server::Impl {
       return httplib::Server::HandlerResponse::Unhandled;
     });
     http.Post("/v1/messages", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
-      handle_chat(state, Protocol::Anthropic, req, res);
+      handle_chat(state, Protocol::Anthropic, req, res, cache_salt(req));
     }));
     http.Post("/v1/chat/completions", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
-      handle_chat(state, Protocol::OpenAI, req, res);
+      handle_chat(state, Protocol::OpenAI, req, res, cache_salt(req));
     }));
     http.Post("/v1/messages/count_tokens", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
       handle_count_tokens(state, req, res);
@@ -314,9 +316,9 @@ struct Server::Impl {
     // line: method, path, status and the error message, never the body.
     http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
       if (res.status >= 400)
-        std::fprintf(stderr, "keel serve: %s %s %s -> %d: %s\n", printable(res.get_header_value("request-id")).c_str(),
-                     req.path.empty() ? "-" : printable(req.method, 16).c_str(),
-                     req.path.empty() ? "-" : printable(req.path).c_str(), res.status, error_reason(res).c_str());
+        std::fprintf(stderr, "keel serve: %s %s %s -> %d: %s\n", log_safe(res.get_header_value("request-id")).c_str(),
+                     req.path.empty() ? "-" : log_safe(req.method, 16).c_str(),
+                     req.path.empty() ? "-" : log_safe(req.path).c_str(), res.status, error_reason(res).c_str());
       t_error_reason.clear();
     });
   }

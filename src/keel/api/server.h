@@ -26,7 +26,9 @@ namespace keel::api {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 4000;  // 0: any free port (the bound one is logged)
-  std::string api_key;  // empty: no authentication
+  // Empty: no authentication. Any one of them admits a request; with two or more, each key's
+  // requests reuse only the prefix cache of that key (a cache salt per key).
+  std::vector<std::string> api_keys;
   // Browser-facing rules (keel/api/http_access.h): Host names and Origins accepted besides
   // loopback; "*" for any.
   std::vector<std::string> allow_hosts;

@@ -41,8 +41,10 @@ void send_error(httplib::Response& res, Protocol protocol, const ApiError& error
 
 // POST /v1/messages, /v1/chat/completions and /v1/messages/count_tokens, on the HTTP thread of the
 // request: parse, resolve the name, render and tokenize there; only the turn itself is queued to
-// the engine thread (chat_endpoint.cpp).
-void handle_chat(ServerState& state, Protocol protocol, const httplib::Request& req, httplib::Response& res);
+// the engine thread (chat_endpoint.cpp). `cache_salt`: the caller's prefix-cache namespace
+// (TurnOptions::cache_salt), from the API key it presented.
+void handle_chat(ServerState& state, Protocol protocol, const httplib::Request& req, httplib::Response& res,
+                 uint64_t cache_salt);
 void handle_count_tokens(ServerState& state, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace keel::api

@@ -69,7 +69,7 @@ class TurnRunner {
     if (n >= session_.capacity())
       throw Error("the prompt (" + std::to_string(n) + " tokens) leaves no room in the context of " +
                   std::to_string(session_.capacity()) + " tokens");
-    const int64_t reused = session_.begin(prompt_.ids, prompt_.roles);
+    const int64_t reused = session_.begin(prompt_.ids, prompt_.roles, options_.cache_salt);
     result_.stats.reused_tokens = reused;
     if (options_.on_reuse) options_.on_reuse(reused);
     const PrefillResult r = keel::prefill(model_.transformer(), session_.sequence(), prompt_.ids, prompt_.roles,
@@ -114,10 +114,12 @@ class TurnRunner {
     budget_closed_ = true;
   }
 
+  // max_tokens bounds every token sampled, retried ones included (produced_, not generated_), so
+  // tool-call retries cannot make a turn cost more than the client allowed.
   void decode(Clock::time_point start) {
     while (!done_) {
       if (cancelled()) return finish(TurnFinish::Cancelled);
-      if (static_cast<int64_t>(generated_.size()) >= options_.max_tokens) break;
+      if (produced_ >= options_.max_tokens) break;
       enforce_reasoning_budget();
       const bool forced = !forced_.empty();
       const int32_t next = next_token();
@@ -137,7 +139,7 @@ class TurnRunner {
       if (!forced && was_reasoning && parser_->in_reasoning()) ++reasoning_generated_;
       if (handle(events) == Handled::Rewound) continue;
       if (done_) return;
-      if (static_cast<int64_t>(generated_.size()) >= options_.max_tokens) break;
+      if (produced_ >= options_.max_tokens) break;
       if (session_.size() >= session_.capacity()) {
         end_of_output(TurnFinish::ContextFull, OutputEnd::ContextFull);
         return;
@@ -225,7 +227,9 @@ class TurnRunner {
       if (!options_.parallel_tool_calls) finish(TurnFinish::ToolUse);
       return Handled::Continue;
     }
-    if (!no_more_retries_ && attempts_ < options_.tool_retries && rewind_before(call)) {
+    // A retry needs tokens left under max_tokens: else the call is reported now, not dropped.
+    if (!no_more_retries_ && attempts_ < options_.tool_retries && produced_ < options_.max_tokens &&
+        rewind_before(call)) {
       ++attempts_;
       ++result_.stats.retries;
       return Handled::Rewound;

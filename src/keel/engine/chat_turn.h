@@ -24,7 +24,7 @@ namespace keel {
 enum class ToolUse { Auto, Required, Named, Disabled };
 
 struct TurnOptions {
-  int64_t max_tokens = 256;
+  int64_t max_tokens = 256;  // tokens sampled or forced, those of retried calls included
   SamplingParams sampling;
   std::vector<std::string> stop_sequences;
   nlohmann::ordered_json tools;  // function form, or null
@@ -37,6 +37,10 @@ struct TurnOptions {
   // (toolcall::reasoning_closer) and the model goes on to its answer. nullopt: no limit.
   std::optional<int64_t> reasoning_budget;
   int64_t prefill_chunk = 256;
+  // The prefix-cache namespace the turn reuses and publishes in (SessionCache::begin): keel serve
+  // gives each of several API keys its own, so one key's prompts cannot be probed through another's
+  // cache hits. 0: the shared namespace.
+  uint64_t cache_salt = 0;
   // Set by the client side: the turn stops before its next prefill chunk or decode step.
   const std::atomic<bool>* cancelled = nullptr;
   // Applied to the logits before each sample, given the turn's tokens so far. A seam for logit

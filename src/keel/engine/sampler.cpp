@@ -14,7 +14,7 @@ int32_t argmax(std::span<const float> logits) {
 Sampler::Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {
   if (!(p.temperature >= 0) || !std::isfinite(p.temperature)) throw Error("temperature must be >= 0");
   if (p.top_k < 0) throw Error("top_k must be >= 0");
-  if (!(p.top_p > 0 && p.top_p <= 1)) throw Error("top_p must be in (0, 1]");
+  if (!(p.top_p >= 0 && p.top_p <= 1)) throw Error("top_p must be in [0, 1]");
   if (!(p.min_p >= 0 && p.min_p <= 1)) throw Error("min_p must be in [0, 1]");
 }
 
@@ -44,6 +44,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
   for (auto& c : candidates_) c.first = static_cast<float>(c.first / total);
 
   if (params_.top_p < 1.0) {
+    // The smallest set reaching top_p, never empty: top_p 0 keeps the most likely token (greedy).
     double cumulative = 0;
     size_t n = 0;
     while (n < candidates_.size() && cumulative < params_.top_p) cumulative += candidates_[n++].first;

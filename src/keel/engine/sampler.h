@@ -1,8 +1,8 @@
 #pragma once
 // Picks the next token from logits. Temperature 0 is greedy (argmax, ties to the lowest id).
 // Otherwise: scale by 1/temperature, keep the top_k most likely, keep the smallest set whose
-// probability reaches top_p, drop tokens below min_p times the most likely one's probability,
-// renormalise and draw. The random stream comes only from `seed`, so a seed replays exactly.
+// probability reaches top_p (at least one token, so top_p 0 is greedy as both APIs' [0, 1] range
+// allows), drop tokens below min_p times the most likely one's probability, renormalise and draw. The random stream comes only from `seed`, so a seed replays exactly.
 //
 // Threads: a Sampler holds its random stream and scratch, so one thread at a time (the thread that
 // runs the turn); separate Samplers are independent. argmax is pure.
@@ -16,7 +16,7 @@ namespace keel {
 struct SamplingParams {
   double temperature = 0.0;
   int64_t top_k = 0;    // 0 = off
-  double top_p = 1.0;   // 1 = off
+  double top_p = 1.0;   // 1 = off, 0 = the most likely token only
   double min_p = 0.0;   // 0 = off
   uint64_t seed = 0;
 };

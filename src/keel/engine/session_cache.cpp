@@ -12,13 +12,16 @@ SessionCache::SessionCache(const ModelSpec& spec, int64_t budget_bytes, kv::KvPo
 
 SessionCache::~SessionCache() = default;
 
-int64_t SessionCache::begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles) {
+int64_t SessionCache::begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles, uint64_t cache_salt) {
   if (live_) {
+    // Another namespace's sequence is never continued: it goes to its own prefix cache.
+    const bool same_namespace = live_->cache_salt() == cache_salt;
     // Positions are comparable while the token and the format its role asks for both agree: a
     // generated call (assistant) re-rendered as history (tool_call) may be stored differently.
     const auto ids = live_->token_ids();
     const auto old_roles = live_->token_roles();
-    const size_t limit = std::min<size_t>(static_cast<size_t>(live_->size()), prompt.empty() ? 0 : prompt.size() - 1);
+    const size_t limit = !same_namespace ? 0
+                         : std::min<size_t>(static_cast<size_t>(live_->size()), prompt.empty() ? 0 : prompt.size() - 1);
     const kv::KvPolicy& policy = pool_.policy();
     size_t common = 0;
     while (common < limit && ids[common] == prompt[common] &&
@@ -29,7 +32,7 @@ int64_t SessionCache::begin(std::span<const int32_t> prompt, std::span<const cha
     live_->publish();
     live_.reset();
   }
-  live_ = pool_.open(prompt, roles);
+  live_ = pool_.open(prompt, roles, cache_salt);
   return live_->size();
 }
 

@@ -28,8 +28,10 @@ class SessionCache {
   ~SessionCache();
 
   // Keeps the longest cached prefix of `prompt`, at most prompt.size() - 1 tokens so the last
-  // prompt token always runs and yields logits. Returns the number of tokens reused.
-  int64_t begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles);
+  // prompt token always runs and yields logits. Returns the number of tokens reused. Only what was
+  // cached under the same `cache_salt` (KvPool::open) is reused, the live sequence included: a
+  // request of another namespace starts from that namespace's prefix cache.
+  int64_t begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles, uint64_t cache_salt = 0);
 
   // Drops everything from position n on; returns the new size, which may be smaller than n when a
   // cut inside the recent window needs rows that were already quantized (rerun from there).

@@ -36,6 +36,7 @@ struct KvBlock {
   bool cached = false;
   uint64_t hash = 0;
   KvBlock* parent = nullptr;  // the cached block before it
+  uint64_t cache_salt = 0;    // its namespace (KvPool::open): only sequences of the same salt reuse it
   std::array<int32_t, kKvBlockTokens> tokens{};
 
   // The most precise format any of its tokens needs; known once the block is complete.

@@ -21,6 +21,11 @@ uint64_t kv_chain_root(std::string_view policy_spec, bool rotate) {
   return h;
 }
 
+uint64_t kv_salted_root(uint64_t root, uint64_t cache_salt) {
+  if (cache_salt == 0) return root;
+  return mix(mix(root ^ 0x73616c74ull) ^ mix(cache_salt));
+}
+
 uint64_t kv_chain_hash(uint64_t parent, std::span<const int32_t> tokens, KvFormat format) {
   uint64_t h = mix(parent ^ 0x6b76626c6f636bull);
   for (int32_t t : tokens) h = mix(h ^ static_cast<uint32_t>(t));

@@ -12,6 +12,10 @@
 namespace keel::kv {
 
 uint64_t kv_chain_root(std::string_view policy_spec, bool rotate);
+// The root of one cache namespace (a cache salt, as vLLM's cache_salt): 0 is `root` itself, any
+// other salt a chain no other salt's blocks are on. Blocks also carry their salt, which the pool
+// compares, so namespaces never share a block even on a hash collision.
+uint64_t kv_salted_root(uint64_t root, uint64_t cache_salt);
 uint64_t kv_chain_hash(uint64_t parent, std::span<const int32_t> tokens, KvFormat format);
 
 }  // namespace keel::kv

@@ -43,22 +43,23 @@ KvPool::~KvPool() = default;
 
 bool KvPool::rotated(KvFormat format) const { return rotate_ && rotated_by_default(format); }
 
-std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::span<const chat::Role> roles) {
+std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                                         uint64_t cache_salt) {
   if (roles.size() != tokens.size())
     throw Error("KV pool: " + std::to_string(tokens.size()) + " tokens but " + std::to_string(roles.size()) + " roles");
-  std::unique_ptr<KvSequence> seq(new KvSequence(*this));
+  std::unique_ptr<KvSequence> seq(new KvSequence(*this, cache_salt));
   std::lock_guard lock(mu_);
   // Whole blocks only, and never the last token: the caller needs its logits.
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t max_blocks = n > 0 ? (n - 1) / kKvBlockTokens : 0;
-  uint64_t hash = chain_root_;
+  uint64_t hash = kv_salted_root(chain_root_, cache_salt);
   KvBlock* parent = nullptr;
   for (int64_t b = 0; b < max_blocks; ++b) {
     const auto at = static_cast<size_t>(b * kKvBlockTokens);
     const auto ids = tokens.subspan(at, kKvBlockTokens);
     const KvFormat format = policy_.block_format(roles.subspan(at, kKvBlockTokens), b * kKvBlockTokens);
     hash = kv_chain_hash(hash, ids, format);
-    KvBlock* block = find_cached_locked(hash, parent, ids, format);
+    KvBlock* block = find_cached_locked(hash, parent, ids, format, cache_salt);
     if (block == nullptr) break;
     hold_locked(*block);
     ++block->full_pins;  // pinned_from_ == 0: the first forward pass settles which rows stay
@@ -261,20 +262,23 @@ void KvPool::destroy_locked(KvBlock& block) {
 }
 
 KvBlock* KvPool::find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens,
-                                    KvFormat format) const {
+                                    KvFormat format, uint64_t cache_salt) const {
   auto [first, last] = cached_.equal_range(hash);
   for (auto it = first; it != last; ++it) {
     KvBlock* b = it->second;
-    if (b->parent == parent && b->format == format && std::equal(tokens.begin(), tokens.end(), b->tokens.begin()))
+    if (b->parent == parent && b->cache_salt == cache_salt && b->format == format &&
+        std::equal(tokens.begin(), tokens.end(), b->tokens.begin()))
       return b;
   }
   return nullptr;
 }
 
-void KvPool::insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens) {
+void KvPool::insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens,
+                                  uint64_t cache_salt) {
   block.cached = true;
   block.hash = hash;
   block.parent = parent;
+  block.cache_salt = cache_salt;
   std::copy(tokens.begin(), tokens.end(), block.tokens.begin());
   if (parent != nullptr) {
     if (evictable(*parent)) evictable_.erase({parent->last_use, parent});

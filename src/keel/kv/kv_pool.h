@@ -54,8 +54,10 @@ class KvPool {
   // sliding-window layer dropped inside that layer's window (then, since every earlier position
   // needs the rows before it, usually from the start). Its size() is the number of reused tokens;
   // the caller appends and prefills tokens[size():].
-  // roles has one entry per token.
-  std::unique_ptr<KvSequence> open(std::span<const int32_t> tokens, std::span<const chat::Role> roles);
+  // roles has one entry per token. `cache_salt` names the sequence's cache namespace: it reuses
+  // and publishes only blocks of the same salt (0: the namespace every caller shared before salts).
+  std::unique_ptr<KvSequence> open(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                                   uint64_t cache_salt = 0);
 
   KvPoolStats stats() const;
   int64_t budget_bytes() const { return budget_; }
@@ -87,9 +89,10 @@ class KvPool {
   void touch_locked(KvBlock& block) { block.last_use = ++clock_; }
   void evict_locked(KvBlock& block);
   void destroy_locked(KvBlock& block);
-  KvBlock* find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens,
-                              KvFormat format) const;
-  void insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens);
+  KvBlock* find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens, KvFormat format,
+                              uint64_t cache_salt) const;
+  void insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens,
+                            uint64_t cache_salt);
   bool rotated(KvFormat format) const;
 
   const ModelSpec spec_;

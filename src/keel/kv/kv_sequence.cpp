@@ -12,8 +12,9 @@
 
 namespace keel::kv {
 
-KvSequence::KvSequence(KvPool& pool)
+KvSequence::KvSequence(KvPool& pool, uint64_t cache_salt)
     : pool_(pool),
+      cache_salt_(cache_salt),
       window_from_(static_cast<size_t>(pool.layout().group_count()), 0),
       quantized_upto_(static_cast<size_t>(pool.layout().layers()), 0) {}
 
@@ -316,10 +317,11 @@ void KvSequence::publish() {
     if (!block->cached) {
       const KvFormat format = final_format_locked(static_cast<int64_t>(i));
       const auto ids = std::span<const int32_t>(ids_).subspan(i * kKvBlockTokens, kKvBlockTokens);
-      const uint64_t hash = kv_chain_hash(parent != nullptr ? parent->hash : pool_.chain_root_, ids, format);
-      KvBlock* existing = pool_.find_cached_locked(hash, parent, ids, format);
+      const uint64_t root = kv_salted_root(pool_.chain_root_, cache_salt_);
+      const uint64_t hash = kv_chain_hash(parent != nullptr ? parent->hash : root, ids, format);
+      KvBlock* existing = pool_.find_cached_locked(hash, parent, ids, format, cache_salt_);
       if (existing == nullptr) {
-        pool_.insert_cached_locked(*block, hash, parent, ids);
+        pool_.insert_cached_locked(*block, hash, parent, ids, cache_salt_);
       } else {
         // The same content was cached meanwhile (or recomputed inside a window): the rows are
         // bit-identical, so keep the cached block, give it whatever rows it lacks, and move this

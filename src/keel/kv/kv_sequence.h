@@ -63,10 +63,12 @@ class KvSequence final : public KvCache {
   // Ids and roles of positions [0, size()) plus any appended but not yet run.
   std::span<const int32_t> token_ids() const { return ids_; }
   std::span<const chat::Role> token_roles() const { return roles_; }
+  // The cache namespace it was opened in (KvPool::open): its blocks are reused only there.
+  uint64_t cache_salt() const { return cache_salt_; }
 
  private:
   friend class KvPool;
-  explicit KvSequence(KvPool& pool);
+  KvSequence(KvPool& pool, uint64_t cache_salt);
 
   // Under the pool's mutex.
   int64_t longest_exact_prefix_locked(int64_t n) const;
@@ -75,6 +77,7 @@ class KvSequence final : public KvCache {
   void release_from_locked(size_t first_block);
 
   KvPool& pool_;
+  const uint64_t cache_salt_;
   std::vector<int32_t> ids_;
   std::vector<chat::Role> roles_;
   std::vector<KvBlock*> blocks_;  // each holds one reference
