@@ -6,8 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   nlohmann-json3-dev      # JSON
-  libcpp-httplib-dev      # HTTP server of keel serve today, and the tests' HTTP client
   libboost-dev            # Beast and Asio: keel serve's event-driven HTTP server
+  libcpp-httplib-dev      # the tests' HTTP client
   libpcre2-dev            # tokenizer pre-tokenizer regexes
   libhwy-dev              # portable SIMD with runtime dispatch
   libgtest-dev libgmock-dev

@@ -168,6 +168,8 @@ TEST(ReliabilityHttp, AnswersKeepsAliveAndAnswersPipelinedRequestsInOrder) {
   // HEAD: the GET's head (its length) and no body.
   EXPECT_EQ(count(got, "\r\nok"), 0u) << got;
   EXPECT_NE(got.find("Content-Length: 2\r\n"), std::string::npos);
+  // Paths arrive percent-decoded (a model id with a slash is sent as %2F).
+  EXPECT_EQ(status_of(exchange(server.port(), "GET /he%61lth HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")), 200);
 }
 
 TEST(ReliabilityHttp, BodyAndHeaderLimitsHoldBeforeTheBodyIsRead) {

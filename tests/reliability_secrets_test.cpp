@@ -25,9 +25,9 @@ namespace {
 using json = nlohmann::ordered_json;
 using chat::Role;
 
-httplib::Request request_with(const httplib::Headers& headers) {
-  httplib::Request req;
-  req.headers = headers;
+http::Request request_with(std::vector<std::pair<std::string, std::string>> headers) {
+  http::Request req;
+  req.headers = std::move(headers);
   return req;
 }
 

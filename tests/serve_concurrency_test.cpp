@@ -81,6 +81,7 @@ TEST(ServeConcurrency, DisconnectMidStreamStopsGenerationAndFreesTheEngine) {
   ServerProcess server({"--model", random_talker(dir).string()});
   json essay = request("Write a very long essay about rivers.", 30000, true);
   essay["model"] = "random-talker";
+  essay["temperature"] = 0;  // greedy: the essay cannot end on its own before the hang-up
   const std::string head = read_then_hang_up(server.port(), "/v1/messages", essay.dump(), 600);
   EXPECT_NE(head.find("event: message_start"), std::string::npos) << head;
   // The engine notices at its next write, stops, and serves the next client.

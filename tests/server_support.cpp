@@ -103,6 +103,21 @@ ServerProcess::~ServerProcess() {
   waitpid(pid_, &status, 0);
 }
 
+int ServerProcess::signal_and_wait(int signal, std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, signal);
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
 bool ServerProcess::running() const {
   int status = 0;
   return waitpid(pid_, &status, WNOHANG) == 0;

@@ -26,6 +26,9 @@ class ServerProcess {
   httplib::Client client(std::chrono::seconds timeout = std::chrono::seconds(120)) const;
   std::string log() const;  // everything it wrote to stderr so far
   bool running() const;
+  // Sends `signal` and waits up to `timeout` for the server to exit: its exit status (the signal
+  // number + 128 if a signal ended it), or -1 if it is still running.
+  int signal_and_wait(int signal, std::chrono::milliseconds timeout);
 
  private:
   TempDir dir_;
@@ -37,8 +40,9 @@ std::filesystem::path tiny_toolcaller_dir();
 // About `tokens` tokens of English prose under tiny-toolcaller's tokenizer (never fewer).
 std::string prose(size_t tokens);
 // A random-weight copy of tiny-toolcaller (same shapes and tokenizer), written into `dir` by
-// `keel synth`: it practically never samples the end-of-sequence token, so its answers run to
-// max_tokens. Served under the name "random-talker".
+// `keel synth`: greedy (temperature 0), it never picks the end-of-sequence token, so its answers
+// run to max_tokens; sampled, it reaches it now and then (a few hundred tokens in). Served under
+// the name "random-talker".
 std::filesystem::path random_talker(const TempDir& dir);
 // The bundled tiny-toolcaller loaded once per test process, for tests that prepare prompts or run
 // turns without a server (engine thread rules apply: one test at a time uses it).

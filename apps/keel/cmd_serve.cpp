@@ -208,14 +208,22 @@ void log_access(const api::ServerOptions& o) {
                          "answered; add --allow-host NAME for each name other machines use\n");
 }
 
-void wait_for_shutdown_signal(api::Server& server) {
+// The first SIGINT or SIGTERM drains the server (running turns get the grace period, waiting ones
+// a 503); a second one stops it at once.
+void wait_for_shutdown_signal(api::Server& server, std::chrono::seconds grace) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "keel serve: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+  std::fprintf(stderr, "keel serve: %s: no new connections; running requests get %lld s to finish, waiting ones 503 "
+                       "(a second signal stops at once)\n",
+               sig == SIGINT ? "interrupted" : "terminated", static_cast<long long>(grace.count()));
+  std::fflush(stderr);
+  server.shutdown();
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "keel serve: second signal, stopping now\n");
   server.stop();
 }
 
@@ -224,10 +232,19 @@ void wait_for_shutdown_signal(api::Server& server) {
 int serve_command(const CommandArgs& argv) {
   Args args(argv, {"model", "alias", "host", "port", "api-key", "threads", "context", "kv-policy", "kv-memory",
                    "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb",
-                   "allow-origin", "allow-host", "api-key-file"});
+                   "allow-origin", "allow-host", "api-key-file", "shutdown-grace"});
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const auto model_dir = flag_or_env(args, "model");
   if (!model_dir) throw Error("--model DIR is required (or KEEL_MODEL)");
+
+  // Signals go to the thread that waits for them, never to an HTTP or engine thread: blocked here,
+  // before any thread starts (threads inherit the mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
 
   api::ServerOptions options;
   options.host = flag_or_env(args, "host").value_or("127.0.0.1");
@@ -245,6 +262,7 @@ int serve_command(const CommandArgs& argv) {
   options.queue_depth = static_cast<size_t>(int_flag(args, "queue-depth", 64, 1, kMaxQueueDepth));
   options.max_body_bytes = static_cast<size_t>(int_flag(args, "max-body-mb", 32, 1, kMaxBodyMiB)) << 20;
   const int threads = static_cast<int>(int_flag(args, "threads", 0, 0, kMaxThreads));
+  options.shutdown_grace = std::chrono::seconds(int_flag(args, "shutdown-grace", 10, 0, 3600));
 
   // Refuse before loading anything what cannot fit (the plan says why).
   const ServingPlan serving = plan_serving(args, *model_dir);
@@ -278,14 +296,6 @@ int serve_command(const CommandArgs& argv) {
                plan::format_size(plan.scratch.total()).c_str(), plan::format_size(plan.ceiling.bytes).c_str(),
                plan.ceiling.source.c_str());
 
-  // Signals go to the thread that waits for them, never to an HTTP or engine thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
-
   api::Server server(model, session, options);
   const int port = server.bind();
   std::string names;
@@ -308,9 +318,10 @@ int serve_command(const CommandArgs& argv) {
   std::fprintf(stderr, "keel serve: listening on http://%s:%d\n", options.host.c_str(), port);
   std::fflush(stderr);
 
-  std::thread signal_waiter([&server] { wait_for_shutdown_signal(server); });
+  std::thread signal_waiter([&server, grace = options.shutdown_grace] { wait_for_shutdown_signal(server, grace); });
   signal_waiter.detach();
   server.run();
+  std::fprintf(stderr, "keel serve: stopped\n");
   return 0;
 }
 

@@ -5,13 +5,13 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 
 #include "keel/api/chat_result.h"
-#include "keel/api/connection_probe.h"
 #include "keel/api/log_text.h"
 #include "keel/api/server_state.h"
 #include "keel/api/sse_writer.h"
@@ -41,14 +41,25 @@ struct Job {
 // this, and the engine stops before its next prefill chunk or decode step.
 constexpr std::chrono::milliseconds kProbeInterval{50};
 
+// Whether a job's answer is no longer wanted: its client has closed the connection
+// (http::Request::client_gone), or the server is shutting down and the grace period is over.
+using Abandoned = std::function<bool()>;
+
+Abandoned abandoned_when(const http::Request& req, const ServerState& s) {
+  return [client_gone = req.client_gone, &s] { return client_gone() || s.past_grace(); };
+}
+
+// The answer of a turn that never ran or was cut short because the server is stopping.
+ApiError shutting_down() { return ApiError(503, "api_error", "the server is shutting down; retry on its next start"); }
+
 // Waits until `ready` holds (under job->mutex) or `timeout` passes, and cancels the job as soon as
-// the client is gone. Returns ready().
+// its answer is abandoned. Returns ready().
 template <typename Ready>
-bool wait_on_job(Job& job, std::unique_lock<std::mutex>& lock, const ConnectionProbe& probe,
+bool wait_on_job(Job& job, std::unique_lock<std::mutex>& lock, const Abandoned& abandoned,
                  std::chrono::milliseconds timeout, Ready ready) {
   const auto deadline = Clock::now() + timeout;
   while (!ready()) {
-    if (probe.client_gone()) job.cancelled = true;
+    if (abandoned()) job.cancelled = true;
     const auto now = Clock::now();
     if (now >= deadline) return false;
     job.changed.wait_for(lock, std::min<Clock::duration>(kProbeInterval, deadline - now), ready);
@@ -157,8 +168,14 @@ std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::
     TurnResult result;
     std::optional<ApiError> error;
     try {
-      if (!job->cancelled) {
+      if (s.shutting_down) {
+        // Queued before the signal: it does not start now.
+        result.finish = TurnFinish::Cancelled;
+        result.stats.prompt_tokens = static_cast<int64_t>(prompt->ids.size());
+        error = shutting_down();
+      } else if (!job->cancelled) {
         result = run_turn(s.model, s.session, *prompt, options, emit);
+        if (result.finish == TurnFinish::Cancelled && s.past_grace()) error = shutting_down();
       } else {
         // The client left while the request waited: nothing of it ran.
         result.finish = TurnFinish::Cancelled;
@@ -231,14 +248,14 @@ int64_t unix_now() {
 }
 
 void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const std::shared_ptr<Job>& job,
-                  const ConnectionProbe& probe, httplib::Response& res) {
+                  const Abandoned& abandoned, http::Response& res) {
   ChatResult out;
   out.id = new_message_id(protocol);
   out.model = r.model;
   {
     std::unique_lock lock(job->mutex);
     while (true) {
-      wait_on_job(*job, lock, probe, std::chrono::hours(24), [&] { return job->finished || !job->events.empty(); });
+      wait_on_job(*job, lock, abandoned, std::chrono::hours(24), [&] { return job->finished || !job->events.empty(); });
       while (!job->events.empty()) {
         append_block(out.blocks, std::move(job->events.front()), protocol);
         job->events.pop_front();
@@ -257,7 +274,7 @@ void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const
   s.metrics.count_response(protocol == Protocol::Anthropic ? "/v1/messages" : "/v1/chat/completions", 200);
 }
 
-// The streaming side: one provider call per wake-up; pings keep the connection alive while the
+// The streaming side: one step per wake-up; pings keep the connection alive while the
 // request waits in the queue or the model is inside a tool call. A failed write means the client
 // is gone: the job is cancelled and the engine stops at its next step.
 struct StreamState {
@@ -270,12 +287,12 @@ struct StreamState {
   bool text_open = false;  // a text block has non-whitespace content (leading blank text is held)
   std::string held_blank;  // whitespace-only text not yet sent
   std::chrono::milliseconds ping_interval;
-  std::unique_ptr<ConnectionProbe> probe;
+  Abandoned abandoned;
 };
 
-bool write_or_cancel(StreamState& st, httplib::DataSink& sink, const std::string& data) {
+bool write_or_cancel(StreamState& st, http::ChunkSink& sink, const std::string& data) {
   if (data.empty()) return true;
-  if (sink.write(data.data(), data.size())) return true;
+  if (sink.write(data)) return true;
   st.job->cancelled = true;
   return false;
 }
@@ -308,11 +325,11 @@ std::string stream_event(StreamState& st, TurnEvent&& e) {
 // message_start carries the usage known so far: the split between cached and prefilled prompt
 // tokens once the engine has started the turn; if the request is still queued after one ping
 // interval, the whole prompt as input (message_delta has the final numbers either way).
-void start_stream(StreamState& st, httplib::DataSink& sink) {
+void start_stream(StreamState& st, http::ChunkSink& sink) {
   Usage usage = st.usage_at_start;
   {
     std::unique_lock lock(st.job->mutex);
-    wait_on_job(*st.job, lock, *st.probe, st.ping_interval,
+    wait_on_job(*st.job, lock, st.abandoned, st.ping_interval,
                 [&] { return st.job->finished || st.job->reused_tokens.has_value(); });
     if (st.job->reused_tokens) {
       usage.cache_read_input_tokens = *st.job->reused_tokens;
@@ -322,7 +339,8 @@ void start_stream(StreamState& st, httplib::DataSink& sink) {
   write_or_cancel(st, sink, st.writer->start(st.id, st.model, usage));
 }
 
-bool stream_step(StreamState& st, httplib::DataSink& sink) {
+// One wake-up's events; false once the stream is complete or the client is gone.
+bool stream_step(StreamState& st, http::ChunkSink& sink) {
   if (!st.started) {
     st.started = true;
     start_stream(st, sink);
@@ -335,7 +353,7 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
   std::optional<ApiError> error;
   {
     std::unique_lock lock(st.job->mutex);
-    wait_on_job(*st.job, lock, *st.probe, st.ping_interval,
+    wait_on_job(*st.job, lock, st.abandoned, st.ping_interval,
                 [&] { return st.job->finished || !st.job->events.empty(); });
     events.swap(st.job->events);
     finished = st.job->finished;
@@ -351,9 +369,7 @@ bool stream_step(StreamState& st, httplib::DataSink& sink) {
     out += error ? st.writer->error(*error)
                  : st.writer->finish(finish_reason_of(result.finish), result.stop_sequence, usage_of(result.stats));
   }
-  if (!write_or_cancel(st, sink, out)) return false;
-  if (finished) sink.done();
-  return true;
+  return write_or_cancel(st, sink, out) && !finished;
 }
 
 // The prompt's length is known before anything is queued or streamed, so a prompt that leaves no
@@ -366,7 +382,7 @@ void fit_to_context(ChatRequest& r, int64_t prompt_tokens, int64_t context_token
 
 }  // namespace
 
-void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req, httplib::Response& res,
+void handle_chat(ServerState& s, Protocol protocol, const http::Request& req, http::Response& res,
                  uint64_t cache_salt) {
   const char* route = protocol == Protocol::Anthropic ? "/v1/messages" : "/v1/chat/completions";
   try {
@@ -375,7 +391,6 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
     auto prompt = std::make_shared<const PreparedPrompt>(prepare_prompt(s.model, r));
     fit_to_context(r, static_cast<int64_t>(prompt->ids.size()), s.session.capacity());
     auto job = std::make_shared<Job>();
-    auto probe = std::make_unique<ConnectionProbe>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     // The model name is the client's: log_safe keeps it on this line.
     const std::string label =
         std::string("POST ") + route + " model \"" + log_safe(r.model) + "\"" + (r.stream ? " stream" : "");
@@ -385,7 +400,7 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
     if (!s.queue.submit(engine_job(s, job, prompt, std::move(options), label)))
       throw overloaded("the server is busy: " + std::to_string(s.queue.max_waiting()) +
                        " requests are already waiting; retry shortly");
-    if (!r.stream) return answer_whole(s, protocol, r, job, *probe, res);
+    if (!r.stream) return answer_whole(s, protocol, r, job, abandoned_when(req, s), res);
 
     auto st = std::make_shared<StreamState>();
     st->job = job;
@@ -395,14 +410,19 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
     st->usage_at_start.input_tokens = static_cast<int64_t>(prompt->ids.size());
     st->protocol = protocol;
     st->ping_interval = s.options.ping_interval;
-    st->probe = std::move(probe);
+    st->abandoned = abandoned_when(req, s);
     res.status = 200;
+    res.set_header("Content-Type", "text/event-stream");
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [st](size_t, httplib::DataSink& sink) { return stream_step(*st, sink); },
-        [job](bool success) {
-          if (!success) job->cancelled = true;
-        });
+    res.stream = [st](http::ChunkSink& sink) {
+      try {
+        while (stream_step(*st, sink)) {
+        }
+      } catch (...) {
+        st->job->cancelled = true;  // nobody will read the rest
+        throw;
+      }
+    };
     s.metrics.count_response(route, 200);
   } catch (const std::exception& e) {
     // Everything here runs before the request is queued (a failed turn arrives as its ApiError),
@@ -412,7 +432,7 @@ void handle_chat(ServerState& s, Protocol protocol, const httplib::Request& req,
   }
 }
 
-void handle_count_tokens(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+void handle_count_tokens(ServerState& s, const http::Request& req, http::Response& res) {
   try {
     ChatRequest r = parse_anthropic_count_tokens_request(req.body, s.options.limits);
     s.registry.require(r.model);

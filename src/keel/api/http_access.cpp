@@ -167,10 +167,10 @@ bool AccessRules::origin_allowed(std::string_view origin) const {
   return normalized && std::find(origins_.begin(), origins_.end(), *normalized) != origins_.end();
 }
 
-std::optional<size_t> AccessRules::presented_key(const httplib::Request& req) const {
+std::optional<size_t> AccessRules::presented_key(const http::Request& req) const {
   if (keys_.empty()) return std::nullopt;
-  const std::string x_api_key = req.get_header_value("x-api-key");
-  const std::string authorization = req.get_header_value("Authorization");
+  const std::string x_api_key = req.header("x-api-key");
+  const std::string authorization = req.header("Authorization");
   const bool bearer = authorization.size() >= 7 && lower(authorization.substr(0, 7)) == "bearer ";
   const std::string_view bearer_key = bearer ? std::string_view(authorization).substr(7) : std::string_view();
   // Every comparison runs, for both headers and all keys, so the time says nothing about which
@@ -184,15 +184,15 @@ std::optional<size_t> AccessRules::presented_key(const httplib::Request& req) co
   return found;
 }
 
-std::optional<ApiError> AccessRules::refusal(const httplib::Request& req, bool needs_key, bool needs_json) const {
-  const size_t hosts = req.get_header_value_count("Host");
+std::optional<ApiError> AccessRules::refusal(const http::Request& req, bool needs_key, bool needs_json) const {
+  const size_t hosts = req.header_count("Host");
   if (hosts > 1) return invalid_request("the request has more than one Host header");
   if (hosts == 0) {
     // HTTP/1.1 requires Host (RFC 9112 section 3.2). HTTP/1.0 predates it; browsers always send
     // one, so a request without it is not a page's and has nothing to rebind.
     if (req.version != "HTTP/1.0") return invalid_request("an HTTP/1.1 request must carry a Host header");
   } else {
-    const std::string host = req.get_header_value("Host");
+    const std::string host = req.header("Host");
     if (!host_allowed(host)) {
       const auto name = host_of(host);
       return permission_denied("the Host \"" + shown(host) + "\" does not name this server: keel serve answers only " +
@@ -201,32 +201,32 @@ std::optional<ApiError> AccessRules::refusal(const httplib::Request& req, bool n
                                (name ? shown(*name) : std::string("NAME")) + " to accept this name");
     }
   }
-  const size_t origins = req.get_header_value_count("Origin");
+  const size_t origins = req.header_count("Origin");
   if (origins > 1) return permission_denied("the request has more than one Origin header");
-  if (origins == 1 && !origin_allowed(req.get_header_value("Origin")))
-    return permission_denied("requests from web pages are refused: the origin \"" + shown(req.get_header_value("Origin")) +
+  if (origins == 1 && !origin_allowed(req.header("Origin")))
+    return permission_denied("requests from web pages are refused: the origin \"" + shown(req.header("Origin")) +
                              "\" is not allowed; start keel serve with --allow-origin " +
-                             shown(req.get_header_value("Origin")) + " to let that site call it");
+                             shown(req.header("Origin")) + " to let that site call it");
   if (needs_key && key_required() && !presents_key(req))
     return authentication_failed("missing or wrong API key: send it as x-api-key or Authorization: Bearer");
-  if (needs_json && !is_json_media_type(req.get_header_value("Content-Type"))) {
-    const std::string type = req.get_header_value("Content-Type");
+  if (needs_json && !is_json_media_type(req.header("Content-Type"))) {
+    const std::string type = req.header("Content-Type");
     return unsupported_media_type("the request body must be JSON sent with Content-Type: application/json (got " +
                                   (type.empty() ? std::string("no Content-Type") : "\"" + shown(type) + "\"") + ")");
   }
   return std::nullopt;
 }
 
-void AccessRules::add_cors_headers(const httplib::Request& req, httplib::Response& res) const {
-  if (req.get_header_value_count("Origin") != 1) return;
-  const std::string origin = req.get_header_value("Origin");
+void AccessRules::add_cors_headers(const http::Request& req, http::Response& res) const {
+  if (req.header_count("Origin") != 1) return;
+  const std::string origin = req.header("Origin");
   if (!origin_allowed(origin)) return;
   res.set_header("Access-Control-Allow-Origin", origin);
   res.set_header("Vary", "Origin");
   res.set_header("Access-Control-Expose-Headers", "request-id, x-request-id, x-keel-model");
 }
 
-void AccessRules::answer_options(const httplib::Request& req, httplib::Response& res) const {
+void AccessRules::answer_options(const http::Request& req, http::Response& res) const {
   res.status = 204;
   res.set_header("Allow", "GET, POST, OPTIONS");
   if (!req.has_header("Origin")) return;
@@ -234,7 +234,7 @@ void AccessRules::answer_options(const httplib::Request& req, httplib::Response&
   // The origin is trusted (--allow-origin), so whatever else it asks to send is allowed too: the
   // SDKs add headers of their own (x-stainless-*) from release to release.
   std::vector<std::string> names(std::begin(kAllowedHeaders), std::end(kAllowedHeaders));
-  const std::string requested = req.get_header_value("Access-Control-Request-Headers");
+  const std::string requested = req.header("Access-Control-Request-Headers");
   size_t at = 0;
   while (at <= requested.size()) {
     const size_t comma = std::min(requested.find(',', at), requested.size());
@@ -250,7 +250,7 @@ void AccessRules::answer_options(const httplib::Request& req, httplib::Response&
   res.set_header("Access-Control-Allow-Headers", allowed);
   res.set_header("Access-Control-Max-Age", "600");
   // Chrome's Private Network Access asks before a public page may reach a loopback address.
-  if (lower(req.get_header_value("Access-Control-Request-Private-Network")) == "true")
+  if (lower(req.header("Access-Control-Request-Private-Network")) == "true")
     res.set_header("Access-Control-Allow-Private-Network", "true");
 }
 

@@ -9,13 +9,13 @@
 //   - the API keys, when any are set, are each compared in constant time;
 //   - POST bodies must be declared application/json (no simple request can send that type).
 // docs/serve.md ("Security model") is the user-facing description. Everything here is immutable
-// after construction: any HTTP thread may call it.
+// after construction: any HTTP worker (or the I/O thread, for refusals) may call it.
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <httplib.h>
+#include "keel/http/http_server.h"
 
 #include "keel/api/api_error.h"
 
@@ -54,21 +54,21 @@ class AccessRules {
   // Which key the request presents (x-api-key or Authorization: Bearer), as its index in
   // api_keys; nullopt when none is set or none matches. Every key is compared, whole, whatever
   // matched, so the time says nothing about which key came close.
-  std::optional<size_t> presented_key(const httplib::Request& req) const;
-  bool presents_key(const httplib::Request& req) const { return presented_key(req).has_value(); }
+  std::optional<size_t> presented_key(const http::Request& req) const;
+  bool presents_key(const http::Request& req) const { return presented_key(req).has_value(); }
   bool key_required() const { return !keys_.empty(); }
   size_t key_count() const { return keys_.size(); }
 
   // Why `req` is refused, in the order the rules are checked (Host, Origin, key, content type):
   // 400 (HTTP/1.1 without Host, Host repeated), 403 permission_error, 401, 415. nullopt: admitted.
   // `needs_key`: false for /health and preflights; `needs_json`: POST routes.
-  std::optional<ApiError> refusal(const httplib::Request& req, bool needs_key, bool needs_json) const;
+  std::optional<ApiError> refusal(const http::Request& req, bool needs_key, bool needs_json) const;
 
   // For a request from an allowed origin: Access-Control-Allow-Origin and friends on its answer.
-  void add_cors_headers(const httplib::Request& req, httplib::Response& res) const;
+  void add_cors_headers(const http::Request& req, http::Response& res) const;
   // The answer to OPTIONS once refusal() has admitted it: a CORS preflight answer when the request
   // has an Origin, else just the methods. Status 204.
-  void answer_options(const httplib::Request& req, httplib::Response& res) const;
+  void answer_options(const http::Request& req, http::Response& res) const;
 
  private:
   std::vector<std::string> hosts_;    // host parts, lowercased

@@ -5,8 +5,6 @@
 #include <functional>
 #include <random>
 
-#include <sys/socket.h>
-
 #include "keel/api/http_access.h"
 #include "keel/api/log_text.h"
 #include "keel/api/server_state.h"
@@ -17,17 +15,16 @@
 namespace keel::api {
 
 namespace {
-// The reason of the error the current request was answered with, for the log line. httplib calls
-// the logger on the thread that ran the handler, after the body may have been compressed (Claude
-// Code accepts gzip, br and zstd), so the reason is kept here rather than read back from the body.
+// The reason of the error the current request was answered with, for the log line, kept here by
+// send_error on the thread that logs the request after answering it.
 thread_local std::string t_error_reason;
 
-void set_retry_after(httplib::Response& res, const ApiError& error) {
+void set_retry_after(http::Response& res, const ApiError& error) {
   if (error.retry_after_seconds > 0) res.set_header("Retry-After", std::to_string(error.retry_after_seconds));
 }
 }  // namespace
 
-void send_error(httplib::Response& res, Protocol protocol, const ApiError& error) {
+void send_error(http::Response& res, Protocol protocol, const ApiError& error) {
   res.status = error_status(protocol, error);
   res.set_content(error_body(protocol, error), "application/json");
   set_retry_after(res, error);
@@ -46,7 +43,7 @@ Envelope envelope_of(const std::string& path) {
   return Envelope::Anthropic;
 }
 
-void send_error_for(httplib::Response& res, const std::string& path, const ApiError& error) {
+void send_error_for(http::Response& res, const std::string& path, const ApiError& error) {
   switch (envelope_of(path)) {
     case Envelope::Anthropic: return send_error(res, Protocol::Anthropic, error);
     case Envelope::OpenAI: return send_error(res, Protocol::OpenAI, error);
@@ -82,7 +79,7 @@ std::string new_request_id() {
 
 // Why an error response was sent: the message of the envelope this server wrote (every envelope
 // keeps it at error.message). Never the request body.
-std::string error_reason(const httplib::Response& res) {
+std::string error_reason(const http::Response& res) {
   if (!t_error_reason.empty()) return log_safe(t_error_reason, 500);
   const auto body = nlohmann::json::parse(res.body, nullptr, false);
   if (body.is_object() && body.contains("error") && body["error"].is_object() && body["error"].contains("message") &&
@@ -170,17 +167,24 @@ nlohmann::ordered_json models_json(const ServerState& s) {
 }  // namespace
 
 struct Server::Impl {
-  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  using Handler = std::function<void(const http::Request&, http::Response&)>;
+
+  // One route: a method and an exact path, or every path under a prefix.
+  struct Route {
+    std::string method, path;
+    bool prefix;
+    bool needs_key;
+    Handler handle;
+  };
 
   ServerState state;
   AccessRules access;
-  httplib::Server http;
-  int port = 0;
-  int listen_fd = -1;
+  std::vector<Route> routes;
+  std::unique_ptr<http::Server> http;
 
   // Every response gets its request id (request-id for Anthropic's SDK, x-request-id for
   // OpenAI's), the model's name, and CORS headers when its origin is allowed.
-  void stamp(const httplib::Request& req, httplib::Response& res) const {
+  void stamp(const http::Request& req, http::Response& res) const {
     const std::string id = new_request_id();
     res.set_header("request-id", id);
     res.set_header("x-request-id", id);
@@ -189,7 +193,7 @@ struct Server::Impl {
   }
 
   // Answers a request the access rules refuse (docs/serve.md, "Security model") and returns true.
-  bool refuse(const httplib::Request& req, httplib::Response& res, bool needs_key) {
+  bool refuse(const http::Request& req, http::Response& res, bool needs_key) {
     const auto why = access.refusal(req, needs_key, req.method == "POST");
     if (!why) return false;
     send_error_for(res, req.path, *why);
@@ -200,58 +204,115 @@ struct Server::Impl {
   // The prefix-cache namespace of an admitted request. With several keys each key has its own, so a
   // key holder cannot learn another's prompts token by token from cache_read_input_tokens; with one
   // key or none everyone shares namespace 0, as before keys had namespaces.
-  uint64_t cache_salt(const httplib::Request& req) const {
+  uint64_t cache_salt(const http::Request& req) const {
     if (access.key_count() < 2) return 0;
     const auto key = access.presented_key(req);
-    return key ? *key + 1 : 0;  // admitted() let only key holders through
+    return key ? *key + 1 : 0;  // dispatch() let only key holders through
   }
 
-  // Every route runs through here, so a new route cannot forget the rules. They are checked once
-  // the body is read: refusing earlier would leave its bytes on a keep-alive connection.
-  httplib::Server::Handler admitted(bool needs_key, Handler handler) {
-    return [this, needs_key, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-      if (!refuse(req, res, needs_key)) handler(req, res);
-    };
+  // Every 4xx and 5xx on stderr with its request id, so a client's report can be matched to a
+  // line: method, path, status and the error message, never the body.
+  static void log(const http::Request& req, const http::Response& res) {
+    if (res.status >= 400)
+      std::fprintf(stderr, "keel serve: %s %s %s -> %d: %s\n", log_safe(res.header("request-id")).c_str(),
+                   req.path.empty() ? "-" : log_safe(req.method, 16).c_str(),
+                   req.path.empty() ? "-" : log_safe(req.path).c_str(), res.status, error_reason(res).c_str());
+    t_error_reason.clear();
+  }
+
+  const Route* find_route(const http::Request& req) const {
+    for (const Route& r : routes)
+      if (r.method == req.method && (r.prefix ? req.path.size() > r.path.size() && req.path.rfind(r.path, 0) == 0
+                                              : req.path == r.path))
+        return &r;
+    return nullptr;
+  }
+
+  // Every request runs through here, on an HTTP worker, so a new route cannot forget the rules.
+  // They are checked once the body is read: refusing earlier would leave its bytes on a kept-alive
+  // connection.
+  void dispatch(const http::Request& req, http::Response& res) {
+    stamp(req, res);
+    try {
+      if (req.method == "OPTIONS") {
+        // CORS preflights (and plain OPTIONS) on any path. Browsers never send credentials on a
+        // preflight, so no key; the Host and Origin rules still apply.
+        if (!refuse(req, res, false)) access.answer_options(req, res);
+      } else if (const Route* route = find_route(req)) {
+        if (!refuse(req, res, route->needs_key)) route->handle(req, res);
+      } else if (!refuse(req, res, req.path != "/health")) {
+        send_error_for(res, req.path, not_found("no route " + req.method + " " + req.path));
+        state.metrics.count_response(route_label(req.path), res.status);
+      }
+    } catch (const std::exception& e) {
+      // A handler let this escape: whatever it was, it is not the request's fault.
+      res.stream = nullptr;
+      send_error_for(res, req.path, to_api_error(e, PlainError::ServerFault));
+      state.metrics.count_response(route_label(req.path), res.status);
+    }
+    log(req, res);
+  }
+
+  // What the HTTP layer refuses before any route runs (keel/http: malformed or oversized requests,
+  // slow clients, too many connections), in the route's envelope. The access rules still come
+  // first when the head was read. Runs on the I/O thread: nothing here blocks.
+  void refused(const http::Request& req, int status, const std::string& why, http::Response& res) {
+    stamp(req, res);
+    if (req.path.empty() || !refuse(req, res, req.path != "/health")) {
+      const std::string type = status >= 500 ? "api_error" : "invalid_request_error";
+      if (status == 413) {
+        send_error_for(res, req.path, request_too_large("the request body is larger than " +
+                                                        std::to_string(state.options.max_body_bytes) + " bytes"));
+      } else if (status == 503) {
+        send_error_for(res, req.path, ApiError(503, "overloaded_error", "the server has too many connections open"));
+        res.set_header("Retry-After", "1");
+      } else if (status == 408) {
+        send_error_for(res, req.path, ApiError(408, type, "the request was not received in time"));
+      } else {
+        send_error_for(res, req.path, ApiError(status, type, (status == 400 ? "malformed HTTP request: " : "") + why));
+      }
+      state.metrics.count_response(route_label(req.path), res.status);
+    }
+    log(req, res);
+  }
+
+  void add(std::string method, std::string path, bool needs_key, Handler handle) {
+    const bool prefix = path.ends_with("/*");
+    if (prefix) path.pop_back();
+    routes.push_back({std::move(method), std::move(path), prefix, needs_key, std::move(handle)});
   }
 
   Impl(ServedModel& model, SessionCache& session, ServerOptions options)
       : state{model, session, options, ModelRegistry(model.folder_name(), options.aliases), {},
               RequestQueue(options.queue_depth)},
         access(AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_keys}) {
-    // Every waiting client holds an HTTP thread (streams wait for their turn), so there are enough
-    // threads for a full queue plus the running request and a few quick routes.
-    const size_t threads = state.options.queue_depth + 8;
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_payload_max_length(state.options.max_body_bytes);
-    // The library listens with a backlog of 5; remember the socket so bind() can raise it.
-    http.set_socket_options([this](socket_t sock) {
-      httplib::default_socket_options(sock);
-      listen_fd = sock;
-    });
-    http.set_keep_alive_max_count(1000);
-    http.set_read_timeout(60, 0);
-    http.set_write_timeout(60, 0);
+    http::Limits limits;
+    limits.max_body_bytes = state.options.max_body_bytes;
+    // Every waiting client holds a worker (streams wait for their turn), so there are enough for a
+    // full queue plus the running request and a few quick routes. Idle connections hold none.
+    limits.workers = state.options.queue_depth + 8;
+    http = std::make_unique<http::Server>(
+        limits, [this](const http::Request& req, http::Response& res) { dispatch(req, res); },
+        [this](const http::Request& req, int status, const std::string& why, http::Response& res) {
+          refused(req, status, why, res);
+        });
 
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      stamp(req, res);
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-    http.Post("/v1/messages", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
+    add("POST", "/v1/messages", true, [this](const http::Request& req, http::Response& res) {
       handle_chat(state, Protocol::Anthropic, req, res, cache_salt(req));
-    }));
-    http.Post("/v1/chat/completions", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
+    });
+    add("POST", "/v1/chat/completions", true, [this](const http::Request& req, http::Response& res) {
       handle_chat(state, Protocol::OpenAI, req, res, cache_salt(req));
-    }));
-    http.Post("/v1/messages/count_tokens", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
+    });
+    add("POST", "/v1/messages/count_tokens", true, [this](const http::Request& req, http::Response& res) {
       handle_count_tokens(state, req, res);
-    }));
-    http.Get("/v1/models", admitted(true, [this](const httplib::Request&, httplib::Response& res) {
+    });
+    add("GET", "/v1/models", true, [this](const http::Request&, http::Response& res) {
       res.set_content(models_json(state).dump(), "application/json");
       state.metrics.count_response("/v1/models", 200);
-    }));
+    });
     // models.retrieve of both SDKs. An alias of "*" answers every name, as the chat routes do.
-    http.Get(R"(/v1/models/(.+))", admitted(true, [this](const httplib::Request& req, httplib::Response& res) {
-      const std::string name = req.matches[1];
+    add("GET", "/v1/models/*", true, [this](const http::Request& req, http::Response& res) {
+      const std::string name = req.path.substr(std::string_view("/v1/models/").size());
       try {
         state.registry.require(name);
         res.set_content(model_json(name).dump(), "application/json");
@@ -259,67 +320,22 @@ struct Server::Impl {
         send_error_for(res, req.path, to_api_error(e, PlainError::BadRequest));
       }
       state.metrics.count_response("/v1/models/{id}", res.status);
-    }));
+    });
     // Claude Code's connectivity check (HEAD, before its first request unless non-essential traffic
-    // is off). httplib answers HEAD with the GET handler, without the body.
-    http.Get("/api/hello", admitted(false, [](const httplib::Request&, httplib::Response& res) {
+    // is off). The HTTP layer answers HEAD with the GET route's head.
+    add("GET", "/api/hello", false, [](const http::Request&, http::Response& res) {
       res.set_content("{\"status\":\"ok\"}", "application/json");
-    }));
-    http.Get("/health", admitted(false, [this](const httplib::Request& req, httplib::Response& res) {
+    });
+    add("GET", "/health", false, [this](const http::Request& req, http::Response& res) {
       res.set_content(health_json(state, access.presents_key(req)).dump(), "application/json");
-    }));
-    http.Get("/metrics", admitted(true, [this](const httplib::Request&, httplib::Response& res) {
+    });
+    add("GET", "/metrics", true, [this](const http::Request&, http::Response& res) {
       auto gauges = kv_gauges(state);
       gauges.push_back({"keel_queue_waiting", {"Requests waiting for the engine.", double(state.queue.waiting())}});
       gauges.push_back({"keel_queue_running", {"Requests the engine is running.", state.queue.busy() ? 1.0 : 0.0}});
       gauges.push_back({"keel_kv_used_tokens", {"Tokens of the live sequence.", double(state.kv_tokens.load())}});
       gauges.push_back({"keel_resident_bytes", {"Resident memory of the process.", double(resident_bytes())}});
       res.set_content(state.metrics.prometheus(gauges), "text/plain; version=0.0.4");
-    }));
-    // CORS preflights (and plain OPTIONS) on any path. Browsers never send credentials on a
-    // preflight, so no key; the Host and Origin rules still apply.
-    http.Options(R"(.*)", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!refuse(req, res, false)) access.answer_options(req, res);
-    });
-    // Unknown routes, oversized or unreadable bodies and anything httplib answers by itself get a
-    // JSON envelope; the access rules still come first.
-    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.has_header("request-id")) stamp(req, res);  // answered before routing (malformed request line)
-      if (!res.body.empty()) return;
-      // (A request line that did not parse has no path: nothing to check, a plain 400.)
-      if (!req.path.empty() && refuse(req, res, req.path != "/health")) return;
-      if (res.status == 404) {
-        send_error_for(res, req.path, not_found("no route " + req.method + " " + req.path));
-      } else if (res.status == 413) {
-        send_error_for(res, req.path, request_too_large("the request body is larger than " +
-                                                        std::to_string(state.options.max_body_bytes) + " bytes"));
-      } else {
-        const int status = res.status;
-        send_error_for(res, req.path, ApiError(status, status >= 500 ? "api_error" : "invalid_request_error",
-                                               "HTTP " + std::to_string(status)));
-      }
-      state.metrics.count_response(route_label(req.path), res.status);
-    });
-    http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-      // A handler let this escape: whatever it was, it is not the request's fault.
-      ApiError error = internal_error("internal error");
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        error = to_api_error(e, PlainError::ServerFault);
-      } catch (...) {
-      }
-      send_error_for(res, req.path, error);
-      state.metrics.count_response(route_label(req.path), res.status);
-    });
-    // Every 4xx and 5xx on stderr with its request id, so a client's report can be matched to a
-    // line: method, path, status and the error message, never the body.
-    http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      if (res.status >= 400)
-        std::fprintf(stderr, "keel serve: %s %s %s -> %d: %s\n", log_safe(res.get_header_value("request-id")).c_str(),
-                     req.path.empty() ? "-" : log_safe(req.method, 16).c_str(),
-                     req.path.empty() ? "-" : log_safe(req.path).c_str(), res.status, error_reason(res).c_str());
-      t_error_reason.clear();
     });
   }
 };
@@ -331,16 +347,17 @@ Server::~Server() = default;
 
 int Server::bind() {
   const auto& o = impl_->state.options;
-  impl_->port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (impl_->port < 0) throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (in use, or not an address of this machine)");
-  // Many agents (or one agent's parallel tool runs) connect at once: a backlog of 5 would drop
-  // their connections. Listening again on a listening socket only changes its backlog.
-  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
-  return impl_->port;
+  return impl_->http->listen(o.host, o.port);
 }
 
-void Server::run() { impl_->http.listen_after_bind(); }
+void Server::run() { impl_->http->run(); }
 
-void Server::stop() { impl_->http.stop(); }
+void Server::shutdown() {
+  impl_->state.grace_ends = ServerState::Clock::now() + impl_->state.options.shutdown_grace;
+  impl_->state.shutting_down = true;
+  impl_->http->stop_accepting();
+}
+
+void Server::stop() { impl_->http->stop(); }
 
 }  // namespace keel::api

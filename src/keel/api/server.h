@@ -3,7 +3,7 @@
 // the engine thread, streams the results back, and answers every failure in the protocol's own
 // error envelope. See docs/serve.md.
 //
-// Threads: construct, bind and run on one thread (run blocks, serving on httplib's own HTTP threads
+// Threads: construct, bind and run on one thread (run blocks, serving on keel/http's I/O thread and workers
 // while the RequestQueue's engine thread runs the turns); stop may come from any other thread. The
 // ServedModel and SessionCache must outlive the Server. Who may touch what while it serves:
 // server_state.h.
@@ -39,6 +39,8 @@ struct ServerOptions {
   size_t queue_depth = 64;       // requests waiting for the engine before "overloaded"
   int tool_retries = 2;
   std::chrono::milliseconds ping_interval{5000};
+  // After shutdown(): how long running turns may go on before they are cancelled.
+  std::chrono::seconds shutdown_grace{10};
 };
 
 class Server {
@@ -48,8 +50,13 @@ class Server {
 
   // Binds the socket (throws keel::Error if it cannot) and returns the port.
   int bind();
-  // Serves until stop() (from another thread or a signal handler's helper thread).
+  // Serves until stop(), or until shutdown() has drained every connection.
   void run();
+  // Graceful: no new connections, idle ones closed; running turns may finish within
+  // options.shutdown_grace and are then cancelled (streams end with an error event, others get
+  // 503); waiting ones get 503 without running. run() returns once every connection is done.
+  void shutdown();
+  // At once: every connection closed, run() returns.
   void stop();
 
  private:

@@ -1,18 +1,19 @@
 #pragma once
 // What the HTTP handlers share (internal to server.cpp and chat_endpoint.cpp).
 //
-// Threads: every HTTP thread (httplib's pool, one per connection) and the one engine thread (the
+// Threads: every HTTP worker (keel/http's handler threads) and the one engine thread (the
 // RequestQueue's worker, running queued jobs) hold the same ServerState&. Nothing here is locked
 // as a whole; each member says who may touch it and why that is safe. The engine thread is the
 // only one that runs the model or changes KV state; HTTP threads only read what is immutable after
 // start or locked by its owner.
 #include <atomic>
-#include <httplib.h>
+#include <chrono>
 
 #include "keel/api/metrics.h"
 #include "keel/api/model_registry.h"
 #include "keel/api/server.h"
 #include "keel/engine/request_queue.h"
+#include "keel/http/http_server.h"
 
 namespace keel::api {
 
@@ -33,18 +34,24 @@ struct ServerState {
   // The session cache's size after the last turn: written by the engine thread at the end of each
   // job, read by /health and /metrics, which may not call session.size() themselves.
   std::atomic<int64_t> kv_tokens{0};
+  // Server::shutdown(): set once, from the signal thread; read by every thread. A turn that starts
+  // after it does not run (503); one still running at grace_ends is cancelled.
+  using Clock = std::chrono::steady_clock;
+  std::atomic<Clock::time_point> grace_ends{Clock::time_point::max()};
+  std::atomic<bool> shutting_down{false};
+  bool past_grace() const { return shutting_down && Clock::now() >= grace_ends.load(); }
 };
 
 // Answers `error` in `protocol`'s envelope, with its Retry-After header when it has one. Any HTTP
 // thread, on the response it is writing.
-void send_error(httplib::Response& res, Protocol protocol, const ApiError& error);
+void send_error(http::Response& res, Protocol protocol, const ApiError& error);
 
 // POST /v1/messages, /v1/chat/completions and /v1/messages/count_tokens, on the HTTP thread of the
 // request: parse, resolve the name, render and tokenize there; only the turn itself is queued to
 // the engine thread (chat_endpoint.cpp). `cache_salt`: the caller's prefix-cache namespace
 // (TurnOptions::cache_salt), from the API key it presented.
-void handle_chat(ServerState& state, Protocol protocol, const httplib::Request& req, httplib::Response& res,
+void handle_chat(ServerState& state, Protocol protocol, const http::Request& req, http::Response& res,
                  uint64_t cache_salt);
-void handle_count_tokens(ServerState& state, const httplib::Request& req, httplib::Response& res);
+void handle_count_tokens(ServerState& state, const http::Request& req, http::Response& res);
 
 }  // namespace keel::api

@@ -59,6 +59,24 @@ std::string response_head(const Response& res, std::string_view framing, bool ke
   return head + "\r\n";
 }
 
+// "%2F" and the like in a path, decoded as routes and names expect them; a '%' not followed by two
+// hex digits stays as it is.
+std::string percent_decoded(std::string_view path) {
+  auto hex = [](char ch) {
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 2 < path.size() && hex(path[i + 1]) >= 0 && hex(path[i + 2]) >= 0) {
+      out += static_cast<char>(hex(path[i + 1]) * 16 + hex(path[i + 2]));
+      i += 2;
+    } else {
+      out += path[i];
+    }
+  }
+  return out;
+}
+
 bool is_disconnect(const error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
          ec == net::error::operation_aborted || ec == net::error::broken_pipe || ec == beast::error::timeout ||
@@ -82,8 +100,11 @@ std::string Request::header(std::string_view name) const {
   return "";
 }
 
-bool Request::has_header(std::string_view name) const {
-  return std::any_of(headers.begin(), headers.end(), [&](const auto& h) { return iequals(h.first, name); });
+bool Request::has_header(std::string_view name) const { return header_count(name) > 0; }
+
+size_t Request::header_count(std::string_view name) const {
+  return static_cast<size_t>(
+      std::count_if(headers.begin(), headers.end(), [&](const auto& h) { return iequals(h.first, name); }));
 }
 
 void Response::set_header(std::string name, std::string value) {
@@ -252,9 +273,9 @@ net::awaitable<void> Server::Impl::write_whole(const std::shared_ptr<Connection>
 
 // Runs the request's handler on a worker, then writes the answer. False: close the connection.
 net::awaitable<bool> Server::Impl::answer(const std::shared_ptr<Connection>& c, const std::shared_ptr<Job>& job) {
-  job->request.client_gone = [weak = std::weak_ptr<Connection>(c)] {
+  job->request.client_gone = [this, weak = std::weak_ptr<Connection>(c)] {
     auto alive = weak.lock();
-    return !alive || alive->gone.load();
+    return stopping || !alive || alive->gone.load();
   };
   watch_for_close(c);
   net::post(workers, [this, c, job] { run_job(c, job); });
@@ -295,7 +316,8 @@ static Request head_of(const bhttp::request_parser<bhttp::string_body>& parser, 
   const auto& msg = parser.get();
   req.method = std::string(msg.method_string());
   req.target = std::string(msg.target());
-  req.path = req.target.substr(0, req.target.find('?'));
+  req.path = percent_decoded(req.target.substr(0, req.target.find('?')));
+  req.version = msg.version() == 10 ? "HTTP/1.0" : "HTTP/1.1";
   for (const auto& field : msg) req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   error_code ec;
   const auto remote = c.stream.socket().remote_endpoint(ec);
@@ -328,8 +350,7 @@ net::awaitable<void> Server::Impl::serve(std::shared_ptr<Connection> c) {
       const int status = !first && c->buffer.size() == 0 && ec == beast::error::timeout ? 0 : refusal_status(ec);
       // (Arguments of a coroutine call are named locals here: GCC 12 destroys some prvalue
       // arguments twice.)
-      Request partial;
-      if (parser.is_header_done()) partial = head_of(parser, *c);
+      Request partial = head_of(parser, *c);  // what was read of it: often the method and path
       std::string why = ec.message();
       if (status) co_await refuse(c, std::move(partial), status, std::move(why));
       co_return;

@@ -26,7 +26,8 @@ namespace keel::http {
 struct Request {
   std::string method;  // "GET", "POST", ... (HEAD requests reach the handler as GET)
   std::string target;  // as sent: path and query
-  std::string path;    // target without the query
+  std::string path;    // target without the query, percent-decoded
+  std::string version;  // "HTTP/1.1" or "HTTP/1.0"
   std::vector<std::pair<std::string, std::string>> headers;  // in the order sent
   std::string body;
   std::string remote_addr, local_addr;
@@ -38,6 +39,7 @@ struct Request {
   // The first value of a header, matched case-insensitively; "" when absent.
   std::string header(std::string_view name) const;
   bool has_header(std::string_view name) const;
+  size_t header_count(std::string_view name) const;  // a header sent twice counts twice
 };
 
 // Where a streamed body goes. write() sends one chunk and returns once it is on the wire, false
