@@ -480,6 +480,34 @@ json NoiseChecks::stream(httplib::Client& client, const std::string& path, json 
   }
 }
 
+JsonResponse NoiseChecks::openai_whole_and_streamed(httplib::Client& client, const json& request) const {
+  JsonResponse whole = post_json(client, "/v1/chat/completions", request);
+  if (whole.status != 200) return whole;
+  check_openai_completion(whole.body);
+  json streamed_request = request;
+  streamed_request["stream_options"] = {{"include_usage", true}};
+  const json streamed = stream(client, "/v1/chat/completions", streamed_request);
+  if (streamed.is_null()) return whole;  // stream() recorded the failure
+  check_openai_stream(streamed);
+  const json& message = whole.body["choices"][0]["message"];
+  EXPECT_EQ(streamed["content"], message["content"].is_null() ? json("") : message["content"]);
+  EXPECT_EQ(streamed["reasoning_content"], message.value("reasoning_content", json("")));
+  EXPECT_EQ(streamed["tool_calls"].size(), message.value("tool_calls", json::array()).size());
+  EXPECT_EQ(streamed["finish_reason"], whole.body["choices"][0]["finish_reason"]);
+  EXPECT_EQ(streamed["usage"]["prompt_tokens"], whole.body["usage"]["prompt_tokens"]);
+  EXPECT_EQ(streamed["usage"]["completion_tokens"], whole.body["usage"]["completion_tokens"]);
+  return whole;
+}
+
+void NoiseChecks::check_reasoning_history(httplib::Client& client, const json& history) const {
+  json without_reasoning = history;
+  without_reasoning["messages"][1]["content"].erase(0);
+  const int64_t history_tokens = count_tokens(client, history);
+  EXPECT_GT(history_tokens, count_tokens(client, without_reasoning));
+  const json streamed = stream(client, "/v1/messages", history);
+  if (!streamed.is_null()) check_anthropic_message(streamed, history_tokens);
+}
+
 json anthropic_gist(const json& content) {
   json out = json::array();
   for (json block : content) {

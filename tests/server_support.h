@@ -125,6 +125,15 @@ class NoiseChecks {
   // event stream that follows the grammar.
   nlohmann::ordered_json stream(httplib::Client& client, const std::string& path, nlohmann::ordered_json request) const;
 
+  // `request` to /v1/chat/completions whole and streamed (with usage): both are checked and must
+  // describe the same message. Returns the whole answer.
+  JsonResponse openai_whole_and_streamed(httplib::Client& client, const nlohmann::ordered_json& request) const;
+
+  // An Anthropic history whose second message opens with a thinking block before a call: it
+  // counts more tokens than without the thinking (the template renders it), and its streamed
+  // answer passes the checks.
+  void check_reasoning_history(httplib::Client& client, const nlohmann::ordered_json& history) const;
+
  private:
   void check_output_tokens(int64_t output, bool hit_max_tokens) const;
   void check_openai_usage(const nlohmann::ordered_json& usage, bool hit_length) const;
