@@ -11,6 +11,9 @@
 #include "keel/util/half.h"
 
 namespace keel::arch {
+
+extern const Family kGemma3Text;
+
 namespace {
 
 void refine(const ConfigView& c, ModelSpec& spec) {
@@ -45,13 +48,8 @@ void refine(const ConfigView& c, ModelSpec& spec) {
   }
 }
 
-TensorNames tensor_names() {
-  TensorNames n;
-  n.post_attn_norm = "post_attention_layernorm";
-  n.ffn_norm = "pre_feedforward_layernorm";
-  n.post_ffn_norm = "post_feedforward_layernorm";
-  return n;
-}
+// Gemma 4 names its four norms as Gemma 3 does (its experts' names are TensorNames' defaults).
+TensorNames tensor_names() { return kGemma3Text.tensor_names(); }
 
 }  // namespace
 
