@@ -168,9 +168,25 @@ TEST(PlanActiveWeights, DenseTiedModelReadsEverything) {
   EXPECT_EQ(plan::format_plan_text(p).find("  active "), std::string::npos);
 }
 
-// Without any weight bytes nothing is guessed.
-TEST(PlanActiveWeights, UnknownWeightsGiveUnknownActive) {
+// Without weight files the split comes from config.json's shapes, in the format it declares.
+TEST(PlanActiveWeights, ConfigOnlyFolderSplitsFromItsShapes) {
   const plan::Plan p = plan_for(keel::test::shared_dir() / "fixtures/configs/Qwen3-30B-A3B");
+  ASSERT_TRUE(p.active.active_bytes.has_value()) << p.active.source;
+  EXPECT_EQ(*p.active.active_bytes, 2 * static_cast<uint64_t>(p.shapes.active_parameters));  // bf16
+  EXPECT_NE(p.active.source.find("config.json's shapes as bf16"), std::string::npos) << p.active.source;
+}
+
+// Only the declared total, in a format keel plan does not model (fp8): nothing is guessed.
+TEST(PlanActiveWeights, UnmodelledFormatGivesUnknownActive) {
+  json c = read_json(keel::test::shared_dir() / "fixtures/configs/Qwen3-30B-A3B/config.json");
+  c["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  keel::test::TempDir dir;
+  std::ofstream(dir.path() / "config.json") << c.dump();
+  const json index = {{"metadata", {{"total_size", 31000000000ull}}},
+                      {"weight_map", {{"model.embed_tokens.weight", "model-00001-of-00001.safetensors"}}}};
+  std::ofstream(dir.path() / "model.safetensors.index.json") << index.dump();
+  const plan::Plan p = plan_for(dir.path());
+  EXPECT_EQ(p.weight_bytes, 31000000000ull);
   EXPECT_FALSE(p.active.active_bytes.has_value());
   EXPECT_NE(plan::format_plan_text(p).find("active      unknown"), std::string::npos);
 }

@@ -21,7 +21,24 @@ TEST(PlanCli, TableForLlama70B) {
   EXPECT_NE(r.output.find("327,680"), std::string::npos) << r.output;  // bf16 bytes per token
   EXPECT_NE(r.output.find("32,768 tokens"), std::string::npos);
   EXPECT_NE(r.output.find("--memory 64 GiB"), std::string::npos);
-  EXPECT_NE(r.output.find("unknown: no weight files"), std::string::npos);
+  // No weight files: the weights come from config.json's shapes, with a table of formats.
+  EXPECT_NE(r.output.find("141,107,412,992 bytes, from config.json's shapes as bf16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("parameters  70.55B total"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mlx4-g64"), std::string::npos) << r.output;
+}
+
+TEST(PlanCli, WeightsFlagPicksOneFormat) {
+  auto r = keel_plan(config("Qwen3-30B-A3B") + " --memory 24 --weights mlx4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["shapes"]["selected_format"], "mlx4-g64");
+  EXPECT_NE(j["weights"]["source"].get<std::string>().find("as mlx4-g64"), std::string::npos);
+  EXPECT_EQ(j["chosen_policy"], "full");  // 16 GiB of 4-bit weights fit 24 GiB; bf16's 57 would not
+  r = keel_plan(config("Qwen3-30B-A3B") + " --memory 24 --weights mlx4");
+  EXPECT_EQ(r.output.find("mlx8-g32"), std::string::npos) << r.output;  // the one row asked for
+  r = keel_plan(config("Qwen3-30B-A3B") + " --weights Q4_K_M");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("cannot load GGUF files yet"), std::string::npos) << r.output;
 }
 
 TEST(PlanCli, JsonForGptOss) {

@@ -108,15 +108,27 @@ TEST(PlanPlanner, ARequestedPresetThatDoesNotFitPointsToOneThatDoes) {
   EXPECT_NE(p.recommendation.text.find("full holds at most"), std::string::npos) << p.recommendation.text;
 }
 
+// A config keel has no tensor list for (DeepSeek-V3.2's sparse-attention indexer) and no files.
 TEST(PlanPlanner, UnknownWeightsGiveKvButNoVerdict) {
-  auto p = plan_for("Llama-3.3-70B-Instruct", 128, 32768);
+  auto p = plan_for("DeepSeek-V3.2", 128, 32768);
   EXPECT_FALSE(p.weights.bytes.has_value());
-  EXPECT_EQ(p.preset(KvPolicy::Full).kv_bytes, 327680ull * 32768);  // 10 GiB
+  EXPECT_FALSE(p.weight_bytes.has_value());
+  EXPECT_GT(p.preset(KvPolicy::Full).kv_bytes, 0u);
   EXPECT_FALSE(p.preset(KvPolicy::Full).fits.has_value());
   EXPECT_FALSE(p.chosen.has_value());
   EXPECT_NE(p.recommendation.text.find("weight bytes are unknown"), std::string::npos);
   EXPECT_FALSE(plan::kv_budget_bytes(p).has_value());
   EXPECT_THROW(plan::require_fit(p), keel::Error);
+}
+
+// No weight files: the verdict comes from config.json's shapes (bf16, 131.4 GiB for Llama-3.3-70B).
+TEST(PlanPlanner, ConfigOnlyFolderGetsAVerdictFromItsShapes) {
+  auto p = plan_for("Llama-3.3-70B-Instruct", 140, 32768);
+  EXPECT_FALSE(p.weights.bytes.has_value());
+  EXPECT_EQ(p.weight_bytes, 141107412992u);
+  EXPECT_EQ(p.preset(KvPolicy::Full).kv_bytes, 327680ull * 32768);  // 10 GiB
+  EXPECT_EQ(p.preset(KvPolicy::Full).fits, false);  // 131.4 + 10 + scratch > 140; int8's 5.3 fit
+  EXPECT_EQ(p.chosen, KvPolicy::Int8);
 }
 
 TEST(PlanPlanner, ContextBeyondTheModelMaximumIsFlagged) {

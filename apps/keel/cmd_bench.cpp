@@ -12,6 +12,7 @@
 #include "keel/engine/standalone_sequence.h"
 #include "keel/kv/kv_footprint.h"
 #include "keel/plan/kv_policy.h"
+#include "keel/plan/measured_bandwidth.h"
 #include "keel/ops/machine_limits.h"
 #include "keel/util/error.h"
 #include "model_flags.h"
@@ -99,6 +100,8 @@ int bench_command(const CommandArgs& argv) {
   std::printf("\n");
   if (!args.has("no-limits")) {
     const auto limits = ops::measure_machine_limits(*m.pool);
+    // Cached for `keel plan`, which estimates decode speed from it without measuring.
+    plan::store_measured_bandwidth(limits.read_bandwidth_bytes_per_s);
     const double decode_limit = limits.read_bandwidth_bytes_per_s / bytes_per_token;
     const double prefill_limit = limits.peak_flops / flops_per_token;
     std::printf("machine          %.1f GB/s read bandwidth, %.1f GFLOP/s peak f32 FMA (measured)\n",

@@ -1,4 +1,5 @@
-// keel plan MODEL_DIR_OR_CONFIG [--context N] [--kv-policy P] [--memory GiB] [--chat-template FILE] [--json]
+// keel plan MODEL_DIR_OR_CONFIG [--context N] [--kv-policy P] [--memory GiB] [--weights FORMAT]
+//           [--chat-template FILE] [--json]
 #include <cstdio>
 
 #include "args.h"
@@ -13,7 +14,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: keel plan MODEL_DIR_OR_CONFIG [--context N|Nk] [--kv-policy auto|full|int8|protect|int4]\n"
-    "                 [--memory GiB] [--chat-template FILE] [--json]";
+    "                 [--memory GiB] [--weights bf16|f16|f32|mlx4|mlx8|mlx4-g32|...|mxfp4]\n"
+    "                 [--chat-template FILE] [--json]";
 
 // "32768" or "32k" (x 1024), the way context lengths are usually quoted.
 int64_t parse_context(const std::string& text) {
@@ -34,7 +36,7 @@ int64_t parse_context(const std::string& text) {
 }  // namespace
 
 int plan_command(const CommandArgs& argv) {
-  Args args(argv, {"context", "kv-policy", "memory", "chat-template"}, {"json", "help"});
+  Args args(argv, {"context", "kv-policy", "memory", "chat-template", "weights"}, {"json", "help"});
   if (args.has("help")) {
     std::printf("%s\n", kUsage);
     return 0;
@@ -47,6 +49,7 @@ int plan_command(const CommandArgs& argv) {
   if (auto p = args.get("kv-policy")) request.policy = plan::parse_kv_policy(*p);
   if (auto m = args.get("memory")) request.memory_gib = parse_number_flag("memory", *m, 0, kMaxGiB, true);
   if (auto t = args.get("chat-template")) request.chat_template = *t;
+  if (auto w = args.get("weights")) request.weights_format = *w;
 
   const plan::Plan plan = plan::plan_model(request);
   if (args.has("json")) {

@@ -2,11 +2,20 @@
 
 #include "keel/model/active_bytes.h"
 #include "keel/plan/tensor_roles.h"
-#include "keel/plan/weight_use_estimate.h"
 
 namespace keel::plan {
+namespace {
 
-ActiveWeights active_weights(const ModelSpec& spec, const ConfigView& config, const WeightInventory& weights) {
+const FormatWeights* configured_format(const ShapeWeights& shapes) {
+  for (const FormatWeights& f : shapes.formats)
+    if (f.configured) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+ActiveWeights active_weights(const ModelSpec& spec, const WeightInventory& files, const ShapeWeights& shapes,
+                             const FormatWeights* computed) {
   ActiveWeights a;
   for (const LayerSpec& l : spec.layers) {
     if (!l.moe) continue;
@@ -14,28 +23,29 @@ ActiveWeights active_weights(const ModelSpec& spec, const ConfigView& config, co
     a.experts = l.moe->experts;
     a.experts_per_token = l.moe->experts_per_token;
   }
-  if (!weights.bytes) {
+  if (!computed && !files.tensors.empty()) {
+    const DecodeWeightBytes d = decode_weight_bytes(weight_use_from_tensors(spec, files.tensors));
+    a.active_bytes = d.active;
+    for (const RoutedExpertBytes& r : weight_use_from_tensors(spec, files.tensors).routed) a.routed_expert_bytes += r.bytes;
+    a.source = "split by tensor name from the safetensors headers";
+    return a;
+  }
+  const FormatWeights* f = computed;
+  if (!f && files.bytes) {
+    f = configured_format(shapes);
+    if (!f) {
+      a.source = "unknown: the files' format is not modelled from config.json" +
+                 (shapes.unavailable.empty() ? std::string() : " (" + shapes.unavailable + ")");
+      return a;
+    }
+  }
+  if (!f) {
     a.source = "the weight bytes are unknown";
     return a;
   }
-  std::optional<WeightBytesByUse> use;
-  if (!weights.tensors.empty()) {
-    use = weight_use_from_tensors(spec, weights.tensors);
-    a.source = "split by tensor name from the safetensors headers";
-  } else {
-    const StorageModel storage = read_storage_model(spec, config);
-    std::string why_not;
-    use = estimate_weight_use(spec, storage, *weights.bytes, weights.tensor_names, why_not);
-    if (!use) {
-      a.source = "unknown: " + why_not;
-      return a;
-    }
-    a.source = "the declared total less the embedding table and unrouted experts sized from config.json: " +
-               storage.description;
-  }
-  const DecodeWeightBytes d = decode_weight_bytes(*use);
-  a.active_bytes = d.active;
-  for (const RoutedExpertBytes& r : use->routed) a.routed_expert_bytes += r.bytes;
+  a.active_bytes = f->active_bytes;
+  a.routed_expert_bytes = f->routed_expert_bytes;
+  a.source = "from config.json's shapes as " + f->format.name() + " (" + shapes.tensor_source + ")";
   return a;
 }
 

@@ -2,12 +2,14 @@
 // Total vs active weight bytes for `keel plan`: what must be resident, and what one decode step
 // reads (model/active_bytes.h has the rule, shared with the loaded weights that bench measures).
 // For a mixture-of-experts model the two differ by the experts a token is not routed to.
+//
+// Plain data and a pure function: safe from any thread.
 #include <cstdint>
 #include <optional>
 #include <string>
 
-#include "keel/model/config_view.h"
 #include "keel/model/model_spec.h"
+#include "keel/plan/shape_weights.h"
 #include "keel/plan/weight_inventory.h"
 
 namespace keel::plan {
@@ -22,8 +24,11 @@ struct ActiveWeights {
   int64_t experts_per_token = 0;
 };
 
-// From the inventory's tensors when the headers were read (exact for any format), else from the
-// spec's shapes against the declared total. Unknown when the weight bytes are.
-ActiveWeights active_weights(const ModelSpec& spec, const ConfigView& config, const WeightInventory& weights);
+// `computed`: the plan's weight bytes come from config.json's shapes in this format (no files, or
+// --weights asked for another format than the files'); the split is then the format's. Otherwise
+// from the headers' tensors (exact for any format) or, with only the index's declared total, from
+// the shapes in the format config.json declares when keel plan models it.
+ActiveWeights active_weights(const ModelSpec& spec, const WeightInventory& files, const ShapeWeights& shapes,
+                             const FormatWeights* computed);
 
 }  // namespace keel::plan

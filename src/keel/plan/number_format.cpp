@@ -27,4 +27,17 @@ std::string format_size(uint64_t bytes) {
   return buf;
 }
 
+std::string format_parameters(int64_t n) {
+  char buf[48];
+  const double x = static_cast<double>(n);
+  if (x >= 1e9) {
+    std::snprintf(buf, sizeof buf, x >= 1e11 ? "%.1fB" : x >= 1e10 ? "%.2fB" : "%.3fB", x / 1e9);
+  } else if (x >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2fM", x / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
+  }
+  return buf;
+}
+
 }  // namespace keel::plan

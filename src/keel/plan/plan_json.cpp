@@ -32,8 +32,10 @@ nlohmann::json layer_groups(const AttentionLayout& layout) {
   return groups;
 }
 
-nlohmann::json weights_json(const WeightInventory& w, const ActiveWeights& a) {
-  nlohmann::json j = {{"bytes", or_null(w.bytes)}, {"source", w.bytes_source}, {"format", w.format}};
+nlohmann::json weights_json(const Plan& p, const WeightInventory& w, const ActiveWeights& a) {
+  // `bytes` is what the fit is planned with; `files_bytes` what the folder's files hold.
+  nlohmann::json j = {{"bytes", or_null(p.weight_bytes)}, {"source", p.weight_bytes_source},
+                      {"files_bytes", or_null(w.bytes)}, {"files_source", w.bytes_source}, {"format", w.format}};
   // Total vs active: `bytes` must be resident, `active_bytes_per_token` is what a decode step reads.
   j["active_bytes_per_token"] = or_null(a.active_bytes);
   j["active_source"] = a.source;
@@ -53,6 +55,38 @@ nlohmann::json weights_json(const WeightInventory& w, const ActiveWeights& a) {
   j["counted_files"] = files;
   j["notes"] = w.notes;
   return j;
+}
+
+// Everything config.json's shapes give: the parameter counts and one entry per weight format.
+nlohmann::json shapes_json(const ShapeWeights& s) {
+  if (!s.unavailable.empty()) return {{"unavailable", s.unavailable}};
+  nlohmann::json formats = nlohmann::json::array();
+  for (const FormatWeights& f : s.formats) {
+    formats.push_back({{"format", f.format.name()},
+                       {"total_bytes", f.bytes},
+                       {"active_bytes_per_token", f.active_bytes},
+                       {"routed_expert_bytes", f.routed_expert_bytes},
+                       {"configured", f.configured},
+                       {"keel_loads", !f.not_loadable},
+                       {"not_loadable_reason", or_null(f.not_loadable)},
+                       {"estimated_decode_tokens_per_s", or_null(f.decode_tokens_per_s)}});
+  }
+  return {{"tensor_source", s.tensor_source},
+          {"total_parameters", s.total_parameters},
+          {"active_parameters_per_token", s.active_parameters},
+          {"active_parameters_with_embedding_table", s.active_parameters_with_embedding_table},
+          {"routed_expert_parameters", s.routed_expert_parameters},
+          {"keel_serves", !s.not_servable},
+          {"not_servable_reason", or_null(s.not_servable)},
+          {"configured_format", s.configured ? nlohmann::json(s.configured->name()) : nlohmann::json(nullptr)},
+          {"selected_format", s.selected_format() ? nlohmann::json(s.selected_format()->format.name()) : nlohmann::json(nullptr)},
+          {"formats", formats},
+          {"gguf", "not planned: keel cannot load GGUF files yet"},
+          {"matches_files", or_null(s.matches_files)},
+          {"files_check", s.files_check},
+          {"bandwidth_bytes_per_s", s.bandwidth ? nlohmann::json(s.bandwidth->bytes_per_s) : nlohmann::json(nullptr)},
+          {"bandwidth_source", s.bandwidth ? nlohmann::json(s.bandwidth->source) : nlohmann::json(nullptr)},
+          {"notes", s.notes}};
 }
 
 nlohmann::json gates_json(const AgentGates& g) {
@@ -95,7 +129,8 @@ nlohmann::json plan_to_json(const Plan& p) {
       {"layer_groups", layer_groups(p.layout)},
       {"kv_bytes_per_token_growing", per_format([&](KvFormat f) { return growing_bytes_per_token(p.layout, f); })},
       {"fixed_state_bytes", fixed_state_bytes(p.layout)},
-      {"weights", weights_json(p.weights, p.active)},
+      {"weights", weights_json(p, p.weights, p.active)},
+      {"shapes", shapes_json(p.shapes)},
       {"scratch", {{"bytes", p.scratch.total()},
                    {"activations", p.scratch.activations},
                    {"attention_tiles", p.scratch.attention_tiles},

@@ -35,10 +35,52 @@ std::string describe_layers(const AttentionLayout& layout) {
   return out + " (" + layout.layer_pattern_source + ")";
 }
 
-std::string describe_weights(const WeightInventory& w) {
-  if (!w.bytes) return "unknown: " + w.bytes_source;
-  return format_size(*w.bytes) + " (" + format_count(static_cast<int64_t>(*w.bytes)) + " bytes, from " + w.bytes_source +
-         ")";
+std::string describe_weights(const Plan& p) {
+  if (!p.weight_bytes) return "unknown: " + p.weight_bytes_source;
+  return format_size(*p.weight_bytes) + " (" + format_count(static_cast<int64_t>(*p.weight_bytes)) + " bytes, from " +
+         p.weight_bytes_source + ")";
+}
+
+std::string describe_parameters(const ShapeWeights& s) {
+  std::string out = format_parameters(s.total_parameters) + " total";
+  if (s.active_parameters != s.total_parameters) out += ", " + format_parameters(s.active_parameters) + " active per token";
+  return out + " (" + s.tensor_source + ")";
+}
+
+std::string tokens_per_s(const FormatWeights& f) {
+  if (!f.decode_tokens_per_s) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, *f.decode_tokens_per_s < 10 ? "~%.1f" : "~%.0f", *f.decode_tokens_per_s);
+  return buf;
+}
+
+std::string loadable(const FormatWeights& f) {
+  std::string out = f.not_loadable ? "no: " + *f.not_loadable : std::string("yes");
+  return f.configured ? out + " (config.json's format)" : out;
+}
+
+// One row per weight format (or the --weights one): what the shapes give, before any download.
+void format_table(std::string& out, const Plan& p) {
+  const ShapeWeights& s = p.shapes;
+  line(out, "%s", "");
+  line(out, "Weights by format (from config.json's shapes; decode tok/s is an estimate, see below)");
+  line(out, "  %-10s %11s %13s %12s  %s", "format", "total", "active/token", "decode tok/s", "keel loads it");
+  for (size_t i = 0; i < s.formats.size(); ++i) {
+    const FormatWeights& f = s.formats[i];
+    const bool selected = s.selected && *s.selected == i;
+    if (p.weights_format_requested && !selected) continue;
+    line(out, "%s %-10s %11s %13s %12s  %s", selected ? ">" : " ", f.format.name().c_str(), format_size(f.bytes).c_str(),
+         format_size(f.active_bytes).c_str(), tokens_per_s(f).c_str(), loadable(f).c_str());
+  }
+  if (s.bandwidth) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f GB/s", s.bandwidth->bytes_per_s / 1e9);
+    line(out, "  decode tok/s = read bandwidth %s (%s) / active bytes per token: an upper bound, before KV reads "
+              "and compute", buf, s.bandwidth->source.c_str());
+  } else {
+    line(out, "  decode tok/s: no bandwidth measured on this machine yet (run `keel bench --model DIR` once to cache it)");
+  }
+  for (const auto& note : s.notes) line(out, "  %s", note.c_str());
 }
 
 // Mixture-of-experts models only: a dense model reads all its weights but the embedding table.
@@ -57,7 +99,14 @@ std::string format_plan_text(const Plan& p) {
   std::string out;
   line(out, "keel plan  %s", p.model_dir.string().c_str());
   line(out, "  model       %s (%s), %s", p.architecture.c_str(), p.model_type.c_str(), describe_layers(p.layout).c_str());
-  line(out, "  weights     %s", describe_weights(p.weights).c_str());
+  line(out, "  weights     %s", describe_weights(p).c_str());
+  if (p.shapes.unavailable.empty()) {
+    line(out, "  parameters  %s", describe_parameters(p.shapes).c_str());
+    if (!p.shapes.files_check.empty()) line(out, "  computed    %s", p.shapes.files_check.c_str());
+    if (p.shapes.not_servable) line(out, "  serve       keel cannot serve this model yet: %s", p.shapes.not_servable->c_str());
+  } else {
+    line(out, "  parameters  unknown: %s", p.shapes.unavailable.c_str());
+  }
   if (p.active.moe_layers) {
     line(out, "  active      %s", describe_active(p.active).c_str());
     if (p.active.active_bytes) line(out, "              (%s)", p.active.source.c_str());
@@ -80,6 +129,8 @@ std::string format_plan_text(const Plan& p) {
     line(out, "  tool calls  unknown: no chat template in the folder (--chat-template FILE to check one)");
     line(out, "  reasoning   unknown: no chat template");
   }
+
+  if (p.shapes.unavailable.empty()) format_table(out, p);
 
   line(out, "%s", "");
   line(out, "KV bytes per token");

@@ -36,7 +36,7 @@ std::string first_architecture(const ConfigView& c) {
 }
 
 // Everything that is not KV: what the ceiling must hold before the first token.
-uint64_t base_bytes(const Plan& p) { return *p.weights.bytes + p.scratch.total(); }
+uint64_t base_bytes(const Plan& p) { return *p.weight_bytes + p.scratch.total(); }
 
 // The largest context in [0, limit] whose total stays under the ceiling; KV never shrinks as the
 // context grows, so a binary search finds it.
@@ -64,13 +64,13 @@ std::string flags(KvPolicy policy, int64_t context) {
 
 Recommendation recommend(const Plan& p) {
   Recommendation r;
-  if (!p.weights.bytes) {
-    r.text = "no verdict: the weight bytes are unknown (" + p.weights.bytes_source +
+  if (!p.weight_bytes) {
+    r.text = "no verdict: the weight bytes are unknown (" + p.weight_bytes_source +
              "); the KV and scratch figures above still hold";
     return r;
   }
   if (base_bytes(p) >= p.ceiling.bytes) {
-    r.text = "does not fit: weights (" + format_size(*p.weights.bytes) + ") and scratch (" +
+    r.text = "does not fit: weights (" + format_size(*p.weight_bytes) + ") and scratch (" +
              format_size(p.scratch.total()) + ") alone exceed the ceiling (" + format_size(p.ceiling.bytes) +
              "); use a smaller or more quantized model, or more memory";
     return r;
@@ -106,7 +106,7 @@ Recommendation recommend(const Plan& p) {
   const int64_t best = round_context(*p.preset(KvPolicy::Protect).largest_context);
   if (best == 0) {
     r.text = "does not fit: no preset holds even a short context next to the weights (" +
-             format_size(*p.weights.bytes) + ") under the ceiling (" + format_size(p.ceiling.bytes) + ")";
+             format_size(*p.weight_bytes) + ") under the ceiling (" + format_size(p.ceiling.bytes) + ")";
     return r;
   }
   r.policy = KvPolicy::Protect;
@@ -126,6 +126,27 @@ AgentGates read_gates(const fs::path& dir, const std::optional<fs::path>& overri
   g.tool_calls = toolcall::detect_tool_call_format(t->text);
   g.reasoning = toolcall::detect_reasoning_control(t->text);
   return g;
+}
+
+// Which bytes the fit uses (Plan::weight_bytes); returns the computed format they came from, or
+// nullptr when they are the files'.
+const FormatWeights* choose_weight_bytes(Plan& p, bool format_requested) {
+  const FormatWeights* selected = p.shapes.selected_format();
+  const bool files_in_selected = selected && selected->configured;
+  if (p.weights.bytes && (!format_requested || files_in_selected)) {
+    p.weight_bytes = p.weights.bytes;
+    p.weight_bytes_source = p.weights.bytes_source;
+    return nullptr;
+  }
+  if (!selected) {
+    p.weight_bytes_source = p.weights.bytes ? p.weights.bytes_source : p.weights.bytes_source + "; " + p.shapes.unavailable;
+    return nullptr;
+  }
+  p.weight_bytes = selected->bytes;
+  p.weight_bytes_source = "config.json's shapes as " + selected->format.name() +
+                          (p.weights.bytes ? "; --weights names another format than the folder's files"
+                                           : "; " + p.weights.bytes_source);
+  return selected;
 }
 
 }  // namespace
@@ -149,7 +170,14 @@ Plan plan_model(const PlanRequest& request) {
   p.layout = read_attention_layout(spec);
   p.scratch = estimate_scratch(spec, p.layout);
   p.weights = inventory_weights(paths.dir, config);
-  p.active = active_weights(spec, config, p.weights);
+  std::optional<StorageFormat> requested_format;
+  if (request.weights_format) requested_format = parse_storage_format(*request.weights_format);
+  p.shapes = weights_from_shapes(spec, config, p.weights, requested_format, read_measured_bandwidth());
+  if (requested_format && !p.shapes.unavailable.empty())
+    throw Error("--weights " + *request.weights_format + ": cannot size this model from its shapes: " + p.shapes.unavailable);
+  p.weights_format_requested = requested_format.has_value();
+  const FormatWeights* computed = choose_weight_bytes(p, requested_format.has_value());
+  p.active = active_weights(spec, p.weights, p.shapes, computed);
   p.ceiling = machine_ceiling(request.memory_gib);
   p.requested_policy = request.policy;
   p.max_context = config.optional_int("max_position_embeddings");
@@ -171,14 +199,14 @@ Plan plan_model(const PlanRequest& request) {
     PresetPlan pp;
     pp.policy = policy;
     pp.kv_bytes = kv_bytes_for_context(p.layout, policy, p.context);
-    if (p.weights.bytes) {
+    if (p.weight_bytes) {
       pp.total_bytes = base_bytes(p) + pp.kv_bytes;
       pp.fits = *pp.total_bytes <= p.ceiling.bytes;
       pp.largest_context = largest_fitting_context(p, policy, search_limit);
     }
     p.presets.push_back(pp);
   }
-  if (p.weights.bytes) {
+  if (p.weight_bytes) {
     if (request.policy == KvPolicy::Auto) {
       for (const auto& pp : p.presets) {
         if (*pp.fits) {
@@ -193,18 +221,21 @@ Plan plan_model(const PlanRequest& request) {
   p.recommendation = recommend(p);
   p.gates = read_gates(paths.dir, request.chat_template);
   p.warnings.insert(p.warnings.begin(), p.weights.warnings.begin(), p.weights.warnings.end());
+  if (p.shapes.matches_files == false) {
+    p.warnings.push_back("the weights computed from config.json's shapes are not the files': " + p.shapes.files_check);
+  }
   return p;
 }
 
 std::optional<uint64_t> kv_budget_bytes(const Plan& plan) {
-  if (!plan.weights.bytes) return std::nullopt;
+  if (!plan.weight_bytes) return std::nullopt;
   const uint64_t base = base_bytes(plan);
   return base >= plan.ceiling.bytes ? 0 : plan.ceiling.bytes - base;
 }
 
 void require_fit(const Plan& plan) {
-  if (!plan.weights.bytes) {
-    throw Error("cannot check the fit, the weight bytes are unknown: " + plan.weights.bytes_source + "\n" +
+  if (!plan.weight_bytes) {
+    throw Error("cannot check the fit, the weight bytes are unknown: " + plan.weight_bytes_source + "\n" +
                 format_plan_text(plan));
   }
   if (!plan.chosen) throw Error(plan.recommendation.text + "\n" + format_plan_text(plan));

@@ -13,6 +13,7 @@
 #include "keel/plan/kv_policy.h"
 #include "keel/plan/memory_ceiling.h"
 #include "keel/plan/scratch_estimate.h"
+#include "keel/plan/shape_weights.h"
 #include "keel/plan/weight_inventory.h"
 #include "keel/toolcall/format_detect.h"
 
@@ -24,6 +25,10 @@ struct PlanRequest {
   KvPolicy policy = KvPolicy::Auto;
   std::optional<double> memory_gib;        // the ceiling; default: a share of this machine's RAM
   std::optional<std::filesystem::path> chat_template;  // overrides the folder's template
+  // --weights: plan for the weights in this format (weight_storage.h names), computed from
+  // config.json's shapes unless the folder's files are in it. Default: the files, else the
+  // format config.json declares.
+  std::optional<std::string> weights_format;
 };
 
 // One preset at the requested context. Fit fields are empty when the weight bytes are unknown.
@@ -55,8 +60,14 @@ struct Plan {
   std::string architecture;
   std::string model_type;
   AttentionLayout layout;
-  WeightInventory weights;
-  ActiveWeights active;                // of `weights`, what one decode step reads
+  WeightInventory weights;             // what the folder's files hold
+  ShapeWeights shapes;                 // what config.json's shapes give, per format
+  // The weight bytes the fit is planned with: the files' (headers or declared total), else (or for
+  // a --weights format the files are not in) the shapes' in the selected format. nullopt: unknown.
+  std::optional<uint64_t> weight_bytes;
+  std::string weight_bytes_source;
+  bool weights_format_requested = false;  // --weights: the text shows that format, not the table
+  ActiveWeights active;                // of `weight_bytes`, what one decode step reads
   ScratchEstimate scratch;
   MemoryCeiling ceiling;
   int64_t context = 0;

@@ -89,9 +89,6 @@ void count_indexed(const fs::path& dir, const WeightIndex& index, const std::set
 WeightInventory inventory_weights(const fs::path& dir, const ConfigView& config) {
   WeightInventory inv;
   inv.format = describe_weight_format(config, inv.mlx);
-  if (config.root().contains("vision_config")) {
-    inv.notes.push_back("multimodal folder: the weights include the vision tower");
-  }
 
   const std::vector<std::string> names = list_files(dir);
   const std::set<std::string> present(names.begin(), names.end());
@@ -139,6 +136,10 @@ WeightInventory inventory_weights(const fs::path& dir, const ConfigView& config)
     }
   }
 
+  // Only about the files: a folder with none has no tower bytes to include.
+  if (inv.bytes && config.root().contains("vision_config")) {
+    inv.notes.push_back("multimodal folder: the weights include the vision tower");
+  }
   for (auto& w : find_second_copies(dir, names, counted)) inv.warnings.push_back(std::move(w));
   check_mlx_companions(tensor_names, inv);
   inv.tensor_names = std::move(tensor_names);
