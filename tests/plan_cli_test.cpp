@@ -60,6 +60,26 @@ TEST(PlanCli, JsonForGptOss) {
   EXPECT_TRUE(shard_warning);
 }
 
+// keel bench caches the bandwidth it measured; keel plan turns it into a decode estimate.
+TEST(PlanCli, BenchCachesTheBandwidthThePlanEstimatesWith) {
+  keel::test::TempDir cache;
+  const std::string env = "KEEL_CACHE_DIR=" + cache.path().string() + " ";
+  auto r = keel::test::run_command(env + keel::test::keel_binary().string() + " bench --model " +
+                                   (keel::test::shared_dir() / "models/tiny-toolcaller").string() +
+                                   " --prompt-tokens 8 --gen-tokens 2 --repeats 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(cache.path() / "machine_limits.json"));
+  r = keel::test::run_command(env + keel::test::keel_binary().string() + " plan " + config("gpt-oss-120b") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output)["shapes"];
+  const double bandwidth = j["bandwidth_bytes_per_s"].get<double>();
+  EXPECT_GT(bandwidth, 0);
+  for (const auto& f : j["formats"]) {
+    EXPECT_DOUBLE_EQ(f["estimated_decode_tokens_per_s"].get<double>(),
+                     bandwidth / f["active_bytes_per_token"].get<double>());
+  }
+}
+
 TEST(PlanCli, DefaultCeilingSaysWhereItCameFrom) {
   auto r = keel_plan(config("Qwen3-8B") + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
