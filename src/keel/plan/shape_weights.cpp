@@ -218,7 +218,9 @@ ShapeWeights weights_from_shapes(const ModelSpec& spec, const ConfigView& config
     fw.active_bytes = d.active;
     fw.routed_expert_bytes = 0;
     for (const auto& r : weight_use_from_tensors(spec, named(stored, false)).routed) fw.routed_expert_bytes += r.bytes;
-    fw.not_loadable = w.not_servable ? w.not_servable : unloadable_reason(list->tensors, f, own);
+    // The full reason is on the plan's serve line; each row only says it.
+    fw.not_loadable = w.not_servable ? "keel cannot serve " + spec.model_type + " yet"
+                                     : unloadable_reason(list->tensors, f, own);
     if (bandwidth && fw.active_bytes) fw.decode_tokens_per_s = bandwidth->bytes_per_s / static_cast<double>(fw.active_bytes);
     if (fw.configured) {
       if (!files.tensors.empty()) {
