@@ -23,6 +23,7 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   int port() const { return port_; }
+  int pid() const { return pid_; }
   httplib::Client client(std::chrono::seconds timeout = std::chrono::seconds(120)) const;
   std::string log() const;  // everything it wrote to stderr so far
   bool running() const;

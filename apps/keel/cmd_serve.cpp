@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "keel/api/http_access.h"
 #include "keel/api/model_registry.h"
+#include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -22,6 +23,7 @@
 #include "keel/plan/number_format.h"
 #include "keel/plan/planner.h"
 #include "keel/util/error.h"
+#include "keel/util/heap.h"
 
 namespace keel::cli {
 namespace {
@@ -245,6 +247,7 @@ int serve_command(const CommandArgs& argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  configure_heap_for_serving();
 
   api::ServerOptions options;
   options.host = flag_or_env(args, "host").value_or("127.0.0.1");
@@ -295,6 +298,14 @@ int serve_command(const CommandArgs& argv) {
                plan::format_size(static_cast<uint64_t>(serving.kv_budget)).c_str(), static_cast<long long>(plan.context),
                plan::format_size(plan.scratch.total()).c_str(), plan::format_size(plan.ceiling.bytes).c_str(),
                plan.ceiling.source.c_str());
+
+  // Requests are prepared (parsed, rendered, tokenized) in what the ceiling leaves after the rest.
+  const uint64_t committed = plan.weights.bytes.value_or(0) + static_cast<uint64_t>(serving.kv_budget) + plan.scratch.total();
+  options.preparation_budget_bytes = plan.ceiling.bytes > committed ? plan.ceiling.bytes - committed : 0;
+  std::fprintf(stderr, "keel serve: request preparation: up to %s at once (bodies up to %s, about %zu bytes per body "
+                       "byte while parsed and tokenized)\n",
+               plan::format_size(api::effective_preparation_budget(options.preparation_budget_bytes, options.max_body_bytes)).c_str(),
+               plan::format_size(options.max_body_bytes).c_str(), api::kPreparationBytesPerBodyByte);
 
   api::Server server(model, session, options);
   const int port = server.bind();

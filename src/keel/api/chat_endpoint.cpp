@@ -380,16 +380,45 @@ void fit_to_context(ChatRequest& r, int64_t prompt_tokens, int64_t context_token
   r.max_tokens = std::min(r.max_tokens, context_tokens - prompt_tokens);
 }
 
+// How long a request waits for its share of the preparation budget before it is answered
+// "overloaded": long enough for a few of the largest bodies ahead of it to be tokenized.
+constexpr std::chrono::seconds kPreparationWait{30};
+
+// A share of the preparation budget for this request's body (PreparationGate), or 529.
+PreparationGate::Ticket admit_preparation(ServerState& s, const http::Request& req) {
+  auto ticket = s.preparation.enter(req.body.size(), kPreparationWait);
+  if (!ticket)
+    throw overloaded("the server is busy preparing other large requests (" +
+                     std::to_string(s.preparation.budget_bytes() >> 20) + " MiB of preparation memory in use); retry shortly");
+  return std::move(*ticket);
+}
+
+struct PreparedRequest {
+  ChatRequest request;  // without its messages: they are rendered into the prompt
+  std::shared_ptr<const PreparedPrompt> prompt;
+};
+
+// Parses, resolves the name, renders and tokenizes: everything that costs a multiple of the body,
+// under a share of the preparation budget. The ticket is the first thing taken and the last
+// released, so what the preparation allocated is freed, on success and on error alike, before the
+// share goes back (and the heap is trimmed).
+PreparedRequest prepare_request(ServerState& s, Protocol protocol, const http::Request& req) {
+  const PreparationGate::Ticket ticket = admit_preparation(s, req);
+  ChatRequest r = parse_request(protocol, req.body, s.options.limits);
+  s.registry.require(r.model);
+  auto prompt = std::make_shared<const PreparedPrompt>(prepare_prompt(s.model, r));
+  fit_to_context(r, static_cast<int64_t>(prompt->ids.size()), s.session.capacity());
+  r.messages = nlohmann::ordered_json();
+  return {std::move(r), std::move(prompt)};
+}
+
 }  // namespace
 
 void handle_chat(ServerState& s, Protocol protocol, const http::Request& req, http::Response& res,
                  uint64_t cache_salt) {
   const char* route = protocol == Protocol::Anthropic ? "/v1/messages" : "/v1/chat/completions";
   try {
-    ChatRequest r = parse_request(protocol, req.body, s.options.limits);
-    s.registry.require(r.model);
-    auto prompt = std::make_shared<const PreparedPrompt>(prepare_prompt(s.model, r));
-    fit_to_context(r, static_cast<int64_t>(prompt->ids.size()), s.session.capacity());
+    auto [r, prompt] = prepare_request(s, protocol, req);
     auto job = std::make_shared<Job>();
     // The model name is the client's: log_safe keeps it on this line.
     const std::string label =
@@ -434,10 +463,13 @@ void handle_chat(ServerState& s, Protocol protocol, const http::Request& req, ht
 
 void handle_count_tokens(ServerState& s, const http::Request& req, http::Response& res) {
   try {
-    ChatRequest r = parse_anthropic_count_tokens_request(req.body, s.options.limits);
-    s.registry.require(r.model);
-    PreparedPrompt prompt = prepare_prompt(s.model, r);
-    res.set_content(nlohmann::ordered_json{{"input_tokens", prompt.ids.size()}}.dump(), "application/json");
+    const size_t tokens = [&] {
+      const PreparationGate::Ticket ticket = admit_preparation(s, req);  // released last, as in prepare_request
+      ChatRequest r = parse_anthropic_count_tokens_request(req.body, s.options.limits);
+      s.registry.require(r.model);
+      return prepare_prompt(s.model, r).ids.size();
+    }();
+    res.set_content(nlohmann::ordered_json{{"input_tokens", tokens}}.dump(), "application/json");
     s.metrics.count_response("/v1/messages/count_tokens", 200);
   } catch (const std::exception& e) {
     send_error(res, Protocol::Anthropic, to_api_error(e, PlainError::BadRequest));

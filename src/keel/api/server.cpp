@@ -146,6 +146,8 @@ nlohmann::ordered_json health_json(const ServerState& s, bool full_path) {
   h["queue"] = {{"waiting", s.queue.waiting()}, {"running", busy ? 1 : 0}, {"max_waiting", s.queue.max_waiting()}};
   h["tool_call_format"] = s.model.tool_call_format().name;
   h["memory"] = {{"weights_bytes", s.model.weights().decode_bytes().resident}, {"resident_bytes", resident_bytes()}};
+  h["preparation"] = {{"budget_bytes", s.preparation.budget_bytes()}, {"used_bytes", s.preparation.used_bytes()},
+                      {"waiting", s.preparation.waiting()}};
   h["kv"] = kv_json(s);
   return h;
 }
@@ -284,7 +286,7 @@ struct Server::Impl {
 
   Impl(ServedModel& model, SessionCache& session, ServerOptions options)
       : state{model, session, options, ModelRegistry(model.folder_name(), options.aliases), {},
-              RequestQueue(options.queue_depth)},
+              RequestQueue(options.queue_depth), PreparationGate(options.preparation_budget_bytes, options.max_body_bytes)},
         access(AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_keys}) {
     http::Limits limits;
     limits.max_body_bytes = state.options.max_body_bytes;
@@ -335,6 +337,11 @@ struct Server::Impl {
       gauges.push_back({"keel_queue_running", {"Requests the engine is running.", state.queue.busy() ? 1.0 : 0.0}});
       gauges.push_back({"keel_kv_used_tokens", {"Tokens of the live sequence.", double(state.kv_tokens.load())}});
       gauges.push_back({"keel_resident_bytes", {"Resident memory of the process.", double(resident_bytes())}});
+      gauges.push_back({"keel_preparation_used_bytes",
+                        {"Preparation budget held by requests being parsed and tokenized.",
+                         double(state.preparation.used_bytes())}});
+      gauges.push_back({"keel_preparation_waiting",
+                        {"Requests waiting for preparation budget.", double(state.preparation.waiting())}});
       res.set_content(state.metrics.prometheus(gauges), "text/plain; version=0.0.4");
     });
   }

@@ -36,6 +36,10 @@ struct ServerOptions {
   std::vector<std::string> aliases;
   RequestLimits limits;
   size_t max_body_bytes = 32u << 20;
+  // The memory requests may take while they are parsed, rendered and tokenized, all together
+  // (PreparationGate); raised to at least what one body of max_body_bytes needs. keel serve sizes
+  // it from the plan: what the memory ceiling leaves after weights, KV pool and scratch.
+  size_t preparation_budget_bytes = 0;
   size_t queue_depth = 64;       // requests waiting for the engine before "overloaded"
   int tool_retries = 2;
   std::chrono::milliseconds ping_interval{5000};

@@ -11,6 +11,7 @@
 
 #include "keel/api/metrics.h"
 #include "keel/api/model_registry.h"
+#include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
 #include "keel/engine/request_queue.h"
 #include "keel/http/http_server.h"
@@ -31,6 +32,7 @@ struct ServerState {
   const ModelRegistry registry;  // likewise
   Metrics metrics;                // thread-safe (its own mutex): the engine counts turns, HTTP threads responses
   RequestQueue queue;             // thread-safe: HTTP threads submit and read counts, the engine thread runs
+  PreparationGate preparation;    // thread-safe: HTTP threads hold a share while they prepare a request
   // The session cache's size after the last turn: written by the engine thread at the end of each
   // job, read by /health and /metrics, which may not call session.size() themselves.
   std::atomic<int64_t> kv_tokens{0};
