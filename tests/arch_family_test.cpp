@@ -90,6 +90,9 @@ TEST(ArchFamily, NestedTextConfigIsRead) {
   const ModelSpec s = arch::describe_spec(fixture_config("medgemma-27b-it-gemma3"));
   EXPECT_EQ(s.model_type, "gemma3_text");
   EXPECT_EQ(s.norm, NormKind::RmsUnitOffset);  // refined by the gemma3_text family
+  // Neither config level names tie_word_embeddings and the index lists no lm_head: transformers'
+  // Gemma 3 default ties them, and so must keel, or the folder would not load.
+  EXPECT_TRUE(s.tie_word_embeddings);
   EXPECT_GT(s.num_layers, 0);
   int64_t sliding = 0;
   for (const LayerSpec& l : s.layers) sliding += l.attention == AttentionKind::Sliding;

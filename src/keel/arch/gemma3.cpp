@@ -3,7 +3,7 @@
 // with a (1 + w) weight; four norms per layer (before and after attention, before and after the
 // FFN); q/k norm; softmax scale query_pre_attn_scalar^-1/2; sliding layers use
 // rope_local_base_freq without scaling, global layers rope_theta with rope_scaling; GELU (tanh
-// approximation) gated FFN.
+// approximation) gated FFN; the head tied to the embeddings unless the config unties it.
 #include <cmath>
 
 #include "keel/arch/family.h"
@@ -15,6 +15,9 @@ void refine(const ConfigView& c, ModelSpec& spec) {
   const std::string act = c.optional_string("hidden_activation").value_or(c.optional_string("hidden_act").value_or("gelu_pytorch_tanh"));
   if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
     c.fail("hidden_activation", "is '" + act + "'; keel runs Gemma 3 with gelu_pytorch_tanh only");
+  // transformers' Gemma3TextConfig ties the head to the embeddings unless the config says
+  // otherwise, and real checkpoints (medgemma-27b-it) leave the key out and ship no lm_head.
+  spec.tie_word_embeddings = c.optional_bool("tie_word_embeddings").value_or(true);
   spec.norm = NormKind::RmsUnitOffset;
   spec.embedding_scale = std::sqrt(static_cast<double>(spec.hidden_size));
   const double local_theta = c.optional_number("rope_local_base_freq").value_or(10000.0);

@@ -74,19 +74,6 @@ std::optional<TensorList> tensor_list(const ModelSpec& spec, const ConfigView& c
     const TensorNames names = names_for(*family, config, files);
     l.tensors = arch::checkpoint_tensors(spec, names, mlx_stacked_experts(files, configured));
     l.source = "keel's " + spec.model_type + " family: the tensors its loader reads";
-    // Gemma 3 configs often leave tie_word_embeddings out (transformers' default ties them): when
-    // the files' names are known and hold no head, size what they hold and say so.
-    // (Only for a complete listing: one that holds the final norm.)
-    const std::string head = names.lm_head + ".weight";
-    auto listed = [&](const std::string& n) {
-      return std::find(files.tensor_names.begin(), files.tensor_names.end(), n) != files.tensor_names.end();
-    };
-    if (!spec.tie_word_embeddings && listed(names.final_norm + ".weight") && !listed(head)) {
-      std::erase_if(l.tensors, [&](const arch::CheckpointTensor& t) { return t.name == names.lm_head; });
-      l.notes.push_back("the files hold no " + head + " although config.json does not set tie_word_embeddings: "
-                        "sized with the embedding table as the head (keel's loader refuses such a folder until the "
-                        "config says tie_word_embeddings: true)");
-    }
     return l;
   }
   if (auto u = unserved_tensor_list(spec, config)) return TensorList{std::move(u->tensors), u->described_from, u->notes};
