@@ -36,8 +36,7 @@ void norm_rows(const ModelSpec& s, const std::vector<float>& weight, const float
 }
 
 void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t layer,
-                     const ops::Rope& rope, int64_t n, int64_t pos0, KvCache& cache, ThreadPool& pool,
-                     Workspace& ws) {
+                     const ops::Rope& rope, int64_t n, ThreadPool& pool, Workspace& ws) {
   const int64_t d = s.hidden_size, qd = ls.q_dim(), kvd = ls.kv_dim(), hd = ls.head_dim;
   norm_rows(s, w.attn_norm, ws.x.data(), n, ws.h.data());
 
@@ -65,9 +64,10 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
     }
     if (ls.v_norm)
       for (int64_t h = 0; h < ls.num_kv_heads; ++h) ops::rms_norm(v + h * hd, nullptr, hd, s.norm_eps, v + h * hd);
-    rope.apply(q, ls.num_heads, pos0 + t);
-    rope.apply(k, ls.num_kv_heads, pos0 + t);
-    cache.store(layer, pos0 + t, k, v);
+    const RowPlace& place = ws.rows[static_cast<size_t>(t)];
+    rope.apply(q, ls.num_heads, place.pos);
+    rope.apply(k, ls.num_kv_heads, place.pos);
+    place.cache->store(layer, place.pos, k, v);
   }
 
   const ops::AttentionParams params{.scale = static_cast<float>(ls.attention_scale),
@@ -79,15 +79,16 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
   pool.parallel_for(static_cast<size_t>(n * ls.num_heads), [&](size_t task, int thread) {
     const int64_t t = static_cast<int64_t>(task) / ls.num_heads;
     const int64_t h = static_cast<int64_t>(task) % ls.num_heads;
+    const RowPlace& place = ws.rows[static_cast<size_t>(t)];
     auto& scratch = ws.scores[static_cast<size_t>(thread)];
-    if (scratch.size() < static_cast<size_t>(pos0 + t + 1)) scratch.resize(static_cast<size_t>(cache.capacity()));
+    if (scratch.size() < static_cast<size_t>(place.pos + 1)) scratch.resize(static_cast<size_t>(place.cache->capacity()));
     ops::AttentionParams head_params = params;
     if (ls.attention_sinks) {
       head_params.has_sink = true;
       head_params.sink = w.sinks[static_cast<size_t>(h)];
     }
-    cache.attend(layer, ops::kv_head_of(h, ls.num_heads, ls.num_kv_heads), ws.q.data() + t * qd + h * hd, pos0 + t + 1,
-                 head_params, scratch.data(), ws.attn.data() + t * qd + h * hd);
+    place.cache->attend(layer, ops::kv_head_of(h, ls.num_heads, ls.num_kv_heads), ws.q.data() + t * qd + h * hd,
+                        place.pos + 1, head_params, scratch.data(), ws.attn.data() + t * qd + h * hd);
   });
 
   ops::matmul(w.wo, ws.attn.data(), n, ws.h.data(), pool);

@@ -17,8 +17,17 @@
 
 namespace keel::arch {
 
+// Where one row of a forward pass belongs: its position and the sequence whose K/V it stores and
+// reads. A pass may carry the tokens of several sequences (a batch): each sequence's rows are
+// contiguous and in position order, and no row sees another sequence's keys.
+struct RowPlace {
+  int64_t pos = 0;
+  KvCache* cache = nullptr;
+};
+
 // Activations of the tokens of one forward pass; grown as needed, reused between passes.
 struct Workspace {
+  std::vector<RowPlace> rows;     // (n) each row's position and sequence
   std::vector<float> x;           // (n, dim) the residual stream
   std::vector<float> h;           // (n, dim) normed input of a block, then its output
   std::vector<float> q;           // (n, q_dim)
@@ -39,10 +48,10 @@ struct Workspace {
 // out[t] = norm(in[t]) for `n` rows of the model's width.
 void norm_rows(const ModelSpec& spec, const std::vector<float>& weight, const float* in, int64_t n, float* out);
 
-// x += attention(norm(x)) for tokens at positions [pos0, pos0 + n), storing their K/V in `cache`.
+// x += attention(norm(x)) for the n rows placed by ws.rows: each stores its K/V at its position
+// in its own sequence and attends over that sequence's positions up to its own.
 void attention_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t layer,
-                     const ops::Rope& rope, int64_t n, int64_t pos0, KvCache& cache, ThreadPool& pool,
-                     Workspace& ws);
+                     const ops::Rope& rope, int64_t n, ThreadPool& pool, Workspace& ws);
 
 // x += ffn(norm(x)) with the layer's gated activation.
 void gated_ffn_block(const ModelSpec& spec, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,

@@ -18,6 +18,14 @@
 
 namespace keel {
 
+// One sequence's share of a forward pass.
+struct ForwardSegment {
+  std::span<const int32_t> tokens;      // run at positions [cache->size(), cache->size() + tokens.size())
+  KvCache* cache = nullptr;             // the sequence's K/V: stored into, read, and grown by the pass
+  std::span<const int64_t> logit_rows;  // token indexes (within `tokens`) whose logits are wanted
+  float* logits = nullptr;              // (logit_rows.size(), vocab_size)
+};
+
 class Transformer {
  public:
   Transformer(const ModelWeights& weights, ThreadPool& pool);
@@ -31,6 +39,14 @@ class Transformer {
   // `logits` as (logit_rows.size(), vocab_size).
   void forward(std::span<const int32_t> tokens, KvCache& cache, std::span<const int64_t> logit_rows,
                float* logits);
+
+  // One pass over the tokens of several sequences (a batch; each cache at most once): every
+  // matrix is read once for all of them, while each sequence stores and attends only its own
+  // K/V. Every row's arithmetic is independent of the others' (the kernels sum in one fixed order
+  // whatever the row count), so each segment's logits are bit-identical to a pass of it alone.
+  // Throws before anything is stored if a segment is invalid; a throw during the pass (a full KV
+  // pool) leaves the caches' sizes unchanged.
+  void forward(std::span<const ForwardSegment> batch);
 
  private:
   const ModelWeights& w_;
