@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,6 +12,15 @@
 #include <stdexcept>
 
 namespace keel::test {
+
+namespace {
+// A server may close a connection while a test client is still writing its request (a refusal
+// before the body is read): the client must see a failed write, not die of SIGPIPE.
+const bool kIgnoreSigpipe = [] {
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
+}  // namespace
 
 std::filesystem::path source_dir() { return KEEL_SOURCE_DIR; }
 

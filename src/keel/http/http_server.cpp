@@ -28,6 +28,11 @@ using boost::system::error_code;
 
 namespace {
 
+// What a refused connection reads and drops before it closes: at least this much, or the body
+// its request declared, up to the cap (the drain also ends after half a second).
+constexpr size_t kDrainBytes = size_t{1} << 20;
+constexpr size_t kMaxDrainBytes = size_t{256} << 20;
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
@@ -174,7 +179,7 @@ struct Server::Impl {
   net::awaitable<void> write_whole(const std::shared_ptr<Connection>& c, const Response& res, bool keep_alive,
                                    bool head_only);
   net::awaitable<void> refuse(std::shared_ptr<Connection> c, Request partial, int status, std::string why);
-  net::awaitable<void> close_gracefully(std::shared_ptr<Connection> c);
+  net::awaitable<void> close_gracefully(std::shared_ptr<Connection> c, size_t drain);
   void run_job(const std::shared_ptr<Connection>& c, const std::shared_ptr<Job>& job);
   bool send_from_worker(const std::shared_ptr<Connection>& c, std::string bytes);
   void watch_for_close(const std::shared_ptr<Connection>& c);
@@ -294,18 +299,24 @@ net::awaitable<void> Server::Impl::refuse(std::shared_ptr<Connection> c, Request
   refusal(partial, status, why, res);
   res.status = status;
   co_await write_whole(c, res, /*keep_alive=*/false, /*head_only=*/false);
-  co_await close_gracefully(std::move(c));
+  // A client refused for its body's size usually writes the whole body before it reads the
+  // answer: drain what it declared, so the answer is not lost to a reset.
+  size_t declared = 0;
+  const std::string length = partial.header("content-length");
+  if (!length.empty() && length.find_first_not_of("0123456789") == std::string::npos && length.size() < 19)
+    declared = std::stoull(length);
+  co_await close_gracefully(std::move(c), std::min(std::max(declared, kDrainBytes), kMaxDrainBytes));
 }
 
-// Shuts the sending side, then reads (and drops) what the client still sends for a moment, so
-// that the answer is not lost to a reset from unread bytes.
-net::awaitable<void> Server::Impl::close_gracefully(std::shared_ptr<Connection> c) {
+// Shuts the sending side, then reads (and drops) up to `drain` bytes the client still sends,
+// for half a second at most, so that the answer is not lost to a reset from unread bytes.
+net::awaitable<void> Server::Impl::close_gracefully(std::shared_ptr<Connection> c, size_t drain) {
   error_code ec;
   c->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   std::array<char, 16384> sink;
   size_t drained = 0;
   c->stream.expires_after(std::chrono::milliseconds(500));
-  while (!ec && drained < (size_t{1} << 20)) {
+  while (!ec && drained < drain) {
     drained += co_await c->stream.async_read_some(net::buffer(sink), net::redirect_error(net::use_awaitable, ec));
   }
   c->stream.socket().close(ec);
