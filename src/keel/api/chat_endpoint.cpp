@@ -188,7 +188,7 @@ std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::
       if (error->status == 500) error = internal_error(std::string("generation failed: ") + e.what());
       result.stats.prompt_tokens = static_cast<int64_t>(prompt->ids.size());  // for the log line
     }
-    s.kv_tokens = s.session.size();
+    s.kv_tokens = s.session.live_tokens();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     const auto& st = result.stats;
     s.metrics.count_turn({st.prompt_tokens, st.reused_tokens, st.output_tokens, st.valid_calls, st.invalid_calls,

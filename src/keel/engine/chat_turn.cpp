@@ -5,7 +5,6 @@
 #include <memory>
 #include <optional>
 
-#include "keel/engine/forward_loop.h"
 #include "keel/text/stream_decoder.h"
 #include "keel/toolcall/output_syntax.h"
 #include "keel/toolcall/schema_check.h"
@@ -21,17 +20,21 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // A retry must be able to come out differently, so it never samples greedily.
 constexpr double kRetryMinTemperature = 0.7;
 
+}  // namespace
+
+// The state of one turn (see Turn in chat_turn.h).
 class TurnRunner {
   enum class Handled { Continue, Rewound };
 
  public:
   TurnRunner(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt, const TurnOptions& options,
-             const std::function<void(TurnEvent&&)>& emit)
+             std::function<void(TurnEvent&&)> emit, std::string affinity)
       : model_(model),
         session_(session),
         prompt_(prompt),
         options_(options),
-        emit_(emit),
+        emit_(std::move(emit)),
+        affinity_(std::move(affinity)),
         decoder_(model.tokenizer()),
         stop_(options.stop_sequences),
         sampler_(options.sampling),
@@ -42,40 +45,123 @@ class TurnRunner {
     parser_ = toolcall::make_output_parser(parser_options_);
   }
 
-  TurnResult run() {
-    const auto start = Clock::now();
-    result_.stats.prompt_tokens = static_cast<int64_t>(prompt_.ids.size());
-    prefill();
-    // The next turn re-renders this prompt and diverges in the answer: keep what sliding-window
-    // layers need to resume from here.
-    session_.sequence().keep_window_for_branch();
-    result_.stats.prefill_seconds = seconds_since(start);
-    const auto decode_start = Clock::now();
-    if (!done_) decode(start);
-    result_.stats.decode_seconds = seconds_since(decode_start);
-    result_.stats.output_tokens = produced_;
-    result_.stats.reasoning_tokens = reasoning_generated_;
-    session_.publish();
-    if (result_.finish == TurnFinish::EndTurn && result_.stats.valid_calls > 0) result_.finish = TurnFinish::ToolUse;
-    return result_;
+  ~TurnRunner() {
+    if (seq_) session_.finish(std::move(seq_), affinity_);
   }
+
+  void start() {
+    if (done_) return;
+    const int64_t n = static_cast<int64_t>(prompt_.ids.size());
+    if (!begun_) {
+      start_ = Clock::now();
+      result_.stats.prompt_tokens = n;
+      if (n >= session_.capacity())
+        throw Error("the prompt (" + std::to_string(n) + " tokens) leaves no room in the context of " +
+                    std::to_string(session_.capacity()) + " tokens");
+    }
+    // Everything that must be in the cache before the next sample: the prompt and the output kept
+    // so far (after a rewind, or a sampled token not yet run).
+    std::vector<int32_t> ids = run_ids();
+    std::vector<chat::Role> roles = run_roles(ids.size());
+    seq_ = session_.begin(ids, roles, options_.cache_salt, affinity_);
+    set_pending(std::move(ids), std::move(roles), seq_->size());
+    if (!begun_) {
+      begun_ = true;
+      result_.stats.reused_tokens = seq_->size();
+      if (options_.on_reuse) options_.on_reuse(seq_->size());
+    }
+  }
+
+  bool started() const { return seq_ != nullptr; }
+  bool done() const { return done_ && wrapped_; }
+  int64_t pending_tokens() const { return static_cast<int64_t>(pending_ids_.size() - pending_at_); }
+  int64_t sequence_size() const { return seq_ ? seq_->size() : 0; }
+
+  std::optional<ForwardSegment> next_segment(int64_t max_tokens) {
+    if (done_) return std::nullopt;
+    if (!seq_) throw InternalError("turn: next_segment before start");
+    if (cancelled()) {
+      finish(TurnFinish::Cancelled);
+      wrap_up();
+      return std::nullopt;
+    }
+    if (max_tokens <= 0 || pending_tokens() == 0) throw InternalError("turn: nothing to run, or no room to run it");
+    const auto len = static_cast<size_t>(std::min(max_tokens, pending_tokens()));
+    const auto ids = std::span<const int32_t>(pending_ids_).subspan(pending_at_, len);
+    seq_->append_tokens(ids, std::span<const chat::Role>(pending_roles_).subspan(pending_at_, len));
+    in_flight_ = len;
+    row_ = static_cast<int64_t>(len) - 1;
+    const bool last = pending_at_ + len == pending_ids_.size();
+    return ForwardSegment{ids, seq_.get(), last ? std::span<const int64_t>(&row_, 1) : std::span<const int64_t>(),
+                          logits_.data()};
+  }
+
+  void after_pass() {
+    if (!prefilled_) result_.stats.prefilled_tokens += static_cast<int64_t>(in_flight_);
+    pending_at_ += in_flight_;
+    in_flight_ = 0;
+    if (pending_at_ < pending_ids_.size()) return;
+    pending_ids_.clear();
+    pending_roles_.clear();
+    pending_at_ = 0;
+    if (!prefilled_) {
+      prefilled_ = true;
+      // The next turn re-renders this prompt and diverges in the answer: keep what sliding-window
+      // layers need to resume from here.
+      seq_->keep_window_for_branch();
+      result_.stats.prefill_seconds = seconds_since(start_);
+      decode_start_ = Clock::now();
+    }
+    decode();
+    if (done_) wrap_up();
+  }
+
+  void pass_failed() {
+    if (seq_) seq_->set_size(seq_->size());
+    in_flight_ = 0;
+  }
+
+  void suspend() {
+    if (!seq_ || done_) return;
+    session_.suspend(std::move(seq_));
+    pending_ids_.clear();
+    pending_roles_.clear();
+    pending_at_ = in_flight_ = 0;
+  }
+
+  TurnResult result() const { return result_; }
 
  private:
   // Why the output ended, for the reason a cut-off tool call is reported with.
   enum class OutputEnd { EndOfSequence, MaxTokens, ContextFull };
 
-  void prefill() {
-    const int64_t n = static_cast<int64_t>(prompt_.ids.size());
-    if (n >= session_.capacity())
-      throw Error("the prompt (" + std::to_string(n) + " tokens) leaves no room in the context of " +
-                  std::to_string(session_.capacity()) + " tokens");
-    const int64_t reused = session_.begin(prompt_.ids, prompt_.roles, options_.cache_salt);
-    result_.stats.reused_tokens = reused;
-    if (options_.on_reuse) options_.on_reuse(reused);
-    const PrefillResult r = keel::prefill(model_.transformer(), session_.sequence(), prompt_.ids, prompt_.roles,
-                                          options_.prefill_chunk, logits_, options_.cancelled);
-    result_.stats.prefilled_tokens = r.prefilled;
-    if (r.cancelled) finish(TurnFinish::Cancelled);
+  std::vector<int32_t> run_ids() const {
+    std::vector<int32_t> ids(prompt_.ids.begin(), prompt_.ids.end());
+    ids.insert(ids.end(), generated_.begin(), generated_.end());
+    return ids;
+  }
+  std::vector<chat::Role> run_roles(size_t n) const {
+    std::vector<chat::Role> roles(prompt_.roles.begin(), prompt_.roles.end());
+    roles.resize(n, chat::Role::assistant);
+    return roles;
+  }
+  // What must run before the next sample: ids[from:].
+  void set_pending(std::vector<int32_t> ids, std::vector<chat::Role> roles, int64_t from) {
+    pending_ids_.assign(ids.begin() + from, ids.end());
+    pending_roles_.assign(roles.begin() + from, roles.end());
+    pending_at_ = in_flight_ = 0;
+  }
+
+  // The turn has ended: its numbers, and the sequence back to the session.
+  void wrap_up() {
+    if (wrapped_) return;
+    wrapped_ = true;
+    if (!prefilled_) result_.stats.prefill_seconds = seconds_since(start_);
+    result_.stats.decode_seconds = prefilled_ ? seconds_since(decode_start_) : 0.0;
+    result_.stats.output_tokens = produced_;
+    result_.stats.reasoning_tokens = reasoning_generated_;
+    if (seq_) session_.finish(std::move(seq_), affinity_);
+    if (result_.finish == TurnFinish::EndTurn && result_.stats.valid_calls > 0) result_.finish = TurnFinish::ToolUse;
   }
 
   bool cancelled() const { return options_.cancelled && options_.cancelled->load(std::memory_order_relaxed); }
@@ -114,19 +200,21 @@ class TurnRunner {
     budget_closed_ = true;
   }
 
-  // max_tokens bounds every token sampled, retried ones included (produced_, not generated_), so
-  // tool-call retries cannot make a turn cost more than the client allowed.
-  void decode(Clock::time_point start) {
+  // Samples and handles tokens until the next one needs a pass (or the turn ends). max_tokens
+  // bounds every token sampled, retried ones included (produced_, not generated_), so tool-call
+  // retries cannot make a turn cost more than the client allowed.
+  void decode() {
     while (!done_) {
+      if (!pending_ids_.empty()) return;  // a rewind's replay or the sampled token: their pass first
       if (cancelled()) return finish(TurnFinish::Cancelled);
       if (produced_ >= options_.max_tokens) break;
       enforce_reasoning_budget();
       const bool forced = !forced_.empty();
       const int32_t next = next_token();
-      if (produced_++ == 0) result_.stats.first_token_seconds = seconds_since(start);
+      if (produced_++ == 0) result_.stats.first_token_seconds = seconds_since(start_);
       if (ends_output(next)) {
-        if (end_of_output(TurnFinish::EndTurn, OutputEnd::EndOfSequence) == Handled::Rewound) continue;
-        return;
+        end_of_output(TurnFinish::EndTurn, OutputEnd::EndOfSequence);  // done, or rewound
+        continue;
       }
       generated_.push_back(next);
       const std::string piece = decoder_.feed(next);
@@ -140,11 +228,11 @@ class TurnRunner {
       if (handle(events) == Handled::Rewound) continue;
       if (done_) return;
       if (produced_ >= options_.max_tokens) break;
-      if (session_.size() >= session_.capacity()) {
+      if (seq_->size() >= session_.capacity()) {
         end_of_output(TurnFinish::ContextFull, OutputEnd::ContextFull);
         return;
       }
-      decode_step(model_.transformer(), session_.sequence(), next, logits_);
+      set_pending({next}, {chat::Role::assistant}, 0);
     }
     if (!done_) end_of_output(TurnFinish::MaxTokens, OutputEnd::MaxTokens);
   }
@@ -289,24 +377,32 @@ class TurnRunner {
   }
 
   // Makes the cache hold exactly prompt + kept output, with the logits after the last of them
-  // (recomputed: bit-identical to the first time). The cache may have to go back further than
-  // one token (a cut inside the recent window); the tokens in between run again. A cancel seen
-  // meanwhile leaves the logits stale, but the decode loop checks for it before it samples.
+  // recomputed (bit-identical to the first time): the cache may have to go back further than one
+  // token (a cut inside the recent window), and the tokens in between run again.
   void restore() {
-    std::vector<int32_t> ids(prompt_.ids.begin(), prompt_.ids.end());
-    ids.insert(ids.end(), generated_.begin(), generated_.end());
-    std::vector<chat::Role> roles(prompt_.roles.begin(), prompt_.roles.end());
-    roles.resize(ids.size(), chat::Role::assistant);
-    session_.truncate(static_cast<int64_t>(ids.size()) - 1);
-    keel::prefill(model_.transformer(), session_.sequence(), ids, roles, options_.prefill_chunk, logits_,
-                  options_.cancelled);
+    std::vector<int32_t> ids = run_ids();
+    std::vector<chat::Role> roles = run_roles(ids.size());
+    const int64_t kept = seq_->trim(static_cast<int64_t>(ids.size()) - 1);
+    set_pending(std::move(ids), std::move(roles), kept);
   }
 
   ServedModel& model_;
   SessionCache& session_;
   const PreparedPrompt& prompt_;
   const TurnOptions& options_;
-  const std::function<void(TurnEvent&&)>& emit_;
+  const std::function<void(TurnEvent&&)> emit_;
+  const std::string affinity_;
+
+  std::unique_ptr<kv::KvSequence> seq_;  // while started: checked out of the session
+  std::vector<int32_t> pending_ids_;     // what must run before the next sample
+  std::vector<chat::Role> pending_roles_;
+  size_t pending_at_ = 0;                // of pending_ids_, already run
+  size_t in_flight_ = 0;                 // appended by next_segment, not yet run
+  int64_t row_ = 0;                      // the segment's logits row
+  bool begun_ = false;                   // start() ran once
+  bool prefilled_ = false;               // the prompt has run
+  bool wrapped_ = false;                 // the result is final and the sequence handed back
+  Clock::time_point start_, decode_start_;
 
   toolcall::OutputParserOptions parser_options_;
   std::unique_ptr<toolcall::OutputParser> parser_;
@@ -331,12 +427,41 @@ class TurnRunner {
   TurnResult result_;
 };
 
-}  // namespace
+Turn::Turn(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt, const TurnOptions& options,
+           std::function<void(TurnEvent&&)> emit, std::string affinity) {
+  if (prompt.ids.empty() || prompt.ids.size() != prompt.roles.size()) throw Error("turn: bad prompt");
+  runner_ = std::make_unique<TurnRunner>(model, session, prompt, options, std::move(emit), std::move(affinity));
+}
+
+Turn::~Turn() = default;
+void Turn::start() { runner_->start(); }
+bool Turn::started() const { return runner_->started(); }
+bool Turn::done() const { return runner_->done(); }
+std::optional<ForwardSegment> Turn::next_segment(int64_t max_tokens) { return runner_->next_segment(max_tokens); }
+int64_t Turn::pending_tokens() const { return runner_->pending_tokens(); }
+void Turn::after_pass() { runner_->after_pass(); }
+void Turn::pass_failed() { runner_->pass_failed(); }
+void Turn::suspend() { runner_->suspend(); }
+int64_t Turn::sequence_size() const { return runner_->sequence_size(); }
+TurnResult Turn::result() const { return runner_->result(); }
 
 TurnResult run_turn(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt,
                     const TurnOptions& options, const std::function<void(TurnEvent&&)>& emit) {
-  if (prompt.ids.empty() || prompt.ids.size() != prompt.roles.size()) throw Error("run_turn: bad prompt");
-  return TurnRunner(model, session, prompt, options, emit).run();
+  if (options.prefill_chunk <= 0) throw Error("prefill chunk must be positive");
+  Turn turn(model, session, prompt, options, emit);
+  turn.start();
+  while (!turn.done()) {
+    const std::optional<ForwardSegment> segment = turn.next_segment(options.prefill_chunk);
+    if (!segment) break;
+    try {
+      model.transformer().forward(std::span<const ForwardSegment>(&*segment, 1));
+    } catch (...) {
+      turn.pass_failed();
+      throw;
+    }
+    turn.after_pass();
+  }
+  return turn.result();
 }
 
 }  // namespace keel

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "keel/arch/transformer.h"
 #include "keel/engine/sampler.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -80,9 +81,59 @@ struct TurnResult {
   TurnStats stats;
 };
 
-// Runs on the engine thread. `emit` sees the output as it becomes final. The prompt must leave room
-// for at least one token (prompt.ids.size() < session.capacity()); callers answer a longer one
-// with a client error before queueing it.
+class TurnRunner;
+
+// One turn as a state machine: between forward passes it samples, parses, checks calls and emits
+// events; the passes themselves are its driver's (run_turn below for one turn, engine/scheduler for
+// many at once in batched passes). A retry of an invalid call, the prompt's prefill and each
+// decoded token are all just "tokens to run before the next sample".
+//
+// Threads: the engine thread only, like the SessionCache and model it uses. The prompt, options
+// and session must outlive the Turn.
+class Turn {
+ public:
+  // `affinity`: the key its sequence stays live under afterwards (SessionCache).
+  Turn(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt, const TurnOptions& options,
+       std::function<void(TurnEvent&&)> emit, std::string affinity = {});
+  ~Turn();  // a turn that still holds a sequence hands it back to the session
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+  // Takes a sequence from the session (reusing the longest cached prefix) and, the first time,
+  // reports the reuse through options.on_reuse. After suspend(), begins again where it was: its
+  // prompt and kept output are reused from the cache where they are still there, recomputed where
+  // not, with the same logits either way. Throws keel::Error for a prompt that leaves no room.
+  void start();
+  bool started() const;  // holds a sequence
+  bool done() const;
+
+  // The next pass's share: up to `max_tokens` (> 0) of the tokens that must run before the next
+  // sample (the rest of the prompt, the token just sampled, or what a rewind replays), appended to
+  // the sequence. Its logits row is asked for only when it holds the last of them. nullopt when
+  // the turn ends instead (cancelled).
+  std::optional<ForwardSegment> next_segment(int64_t max_tokens);
+  // Tokens still to run before the next sample.
+  int64_t pending_tokens() const;
+  // After the pass that ran next_segment's tokens: once they were the last, samples and goes on.
+  void after_pass();
+  // The pass failed: the sequence forgets the tokens next_segment appended, and they stay pending.
+  void pass_failed();
+  // Hands the sequence back (its complete blocks stay cached) to free memory; start() resumes.
+  void suspend();
+  // The KV rows the sequence holds now.
+  int64_t sequence_size() const;
+
+  // Once done(): the result. The sequence has gone back to the session (live under the affinity).
+  TurnResult result() const;
+
+ private:
+  std::unique_ptr<TurnRunner> runner_;
+};
+
+// One turn to its end, its passes run one at a time: Turn with the simplest driver. On the engine
+// thread. `emit` sees the output as it becomes final. The prompt must leave room for at least one
+// token (prompt.ids.size() < session.capacity()); callers answer a longer one with a client error
+// before queueing it.
 TurnResult run_turn(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt,
                     const TurnOptions& options, const std::function<void(TurnEvent&&)>& emit);
 

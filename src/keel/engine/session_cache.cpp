@@ -7,46 +7,76 @@
 namespace keel {
 
 SessionCache::SessionCache(const ModelSpec& spec, int64_t budget_bytes, kv::KvPolicy policy, bool rotate,
-                           int64_t context)
-    : pool_(spec, budget_bytes, std::move(policy), rotate, context), context_(context) {}
+                           int64_t context, size_t max_live)
+    : pool_(spec, budget_bytes, std::move(policy), rotate, context), context_(context), max_live_(std::max<size_t>(1, max_live)) {}
 
 SessionCache::~SessionCache() = default;
 
-int64_t SessionCache::begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles, uint64_t cache_salt) {
-  if (live_) {
-    // Another namespace's sequence is never continued: it goes to its own prefix cache.
-    const bool same_namespace = live_->cache_salt() == cache_salt;
-    // Positions are comparable while the token and the format its role asks for both agree: a
-    // generated call (assistant) re-rendered as history (tool_call) may be stored differently.
-    const auto ids = live_->token_ids();
-    const auto old_roles = live_->token_roles();
-    const size_t limit = !same_namespace ? 0
-                         : std::min<size_t>(static_cast<size_t>(live_->size()), prompt.empty() ? 0 : prompt.size() - 1);
-    const kv::KvPolicy& policy = pool_.policy();
-    size_t common = 0;
-    while (common < limit && ids[common] == prompt[common] &&
-           policy.token_format(old_roles[common], static_cast<int64_t>(common)) ==
-               policy.token_format(roles[common], static_cast<int64_t>(common)))
-      ++common;
-    if (common > 0) return live_->trim(static_cast<int64_t>(common));
-    live_->publish();
-    live_.reset();
+size_t SessionCache::common_prefix(const kv::KvSequence& live, std::span<const int32_t> prompt,
+                                   std::span<const chat::Role> roles) const {
+  const auto ids = live.token_ids();
+  const auto old_roles = live.token_roles();
+  const size_t limit = std::min<size_t>(static_cast<size_t>(live.size()), prompt.empty() ? 0 : prompt.size() - 1);
+  const kv::KvPolicy& policy = pool_.policy();
+  size_t common = 0;
+  while (common < limit && ids[common] == prompt[common] &&
+         policy.token_format(old_roles[common], static_cast<int64_t>(common)) ==
+             policy.token_format(roles[common], static_cast<int64_t>(common)))
+    ++common;
+  return common;
+}
+
+std::unique_ptr<kv::KvSequence> SessionCache::begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles,
+                                                    uint64_t cache_salt, const std::string& affinity) {
+  // The candidate: this key's live sequence, or for a keyless turn the keyless one sharing the
+  // longest prefix. Another key's sequence is never taken (its agent's next turn would lose it),
+  // nor another namespace's.
+  auto best = live_.end();
+  size_t best_common = 0;
+  for (auto it = live_.begin(); it != live_.end(); ++it) {
+    if (it->affinity != affinity || it->sequence->cache_salt() != cache_salt) continue;
+    const size_t common = common_prefix(*it->sequence, prompt, roles);
+    if (best == live_.end() || common > best_common) best = it, best_common = common;
+    if (!affinity.empty()) break;  // one live sequence per key
   }
-  live_ = pool_.open(prompt, roles, cache_salt);
-  return live_->size();
+  if (best != live_.end() && best_common > 0) {
+    std::unique_ptr<kv::KvSequence> sequence = std::move(best->sequence);
+    live_.erase(best);
+    sequence->trim(static_cast<int64_t>(best_common));
+    return sequence;
+  }
+  return pool_.open(prompt, roles, cache_salt);
 }
 
-int64_t SessionCache::truncate(int64_t n) { return sequence().trim(n); }
-
-void SessionCache::publish() {
-  if (live_) live_->publish();
+void SessionCache::finish(std::unique_ptr<kv::KvSequence> sequence, const std::string& affinity) {
+  if (!sequence) return;
+  sequence->publish();
+  if (!affinity.empty())
+    for (auto it = live_.begin(); it != live_.end(); ++it)
+      if (it->affinity == affinity) {
+        it->sequence->publish();
+        live_.erase(it);
+        break;
+      }
+  live_.push_front(Live{affinity, std::move(sequence)});
+  while (live_.size() > max_live_) evict_idle();
 }
 
-kv::KvSequence& SessionCache::sequence() {
-  if (!live_) throw Error("SessionCache: no request has begun");
-  return *live_;
+void SessionCache::suspend(std::unique_ptr<kv::KvSequence> sequence) {
+  if (sequence) sequence->publish();
 }
 
-int64_t SessionCache::size() const { return live_ ? live_->size() : 0; }
+bool SessionCache::evict_idle() {
+  if (live_.empty()) return false;
+  live_.back().sequence->publish();
+  live_.pop_back();
+  return true;
+}
+
+int64_t SessionCache::live_tokens() const {
+  int64_t n = 0;
+  for (const Live& l : live_) n += l.sequence->size();
+  return n;
+}
 
 }  // namespace keel

@@ -1,18 +1,25 @@
 #pragma once
-// The KV state that outlives requests, on top of the paged pool (keel/kv/kv_pool.h). The live
-// sequence of the last request stays open: a new request that continues it (the next turn of the
-// same conversation, generated tokens included) trims it to the common prefix and prefills only
-// the rest; any other request opens a sequence from the pool's prefix cache. Either way the reused
-// tokens give the same logits as prefilling them again (DESIGN.md invariant 4).
+// The KV state that outlives requests, on top of the paged pool (keel/kv/kv_pool.h): the live
+// sequences of recent turns, each under its affinity key (the agent that sent it), and the pool's
+// content-addressed prefix cache behind them. A turn checks a sequence out with begin() and hands
+// it back with finish(). A new turn that continues a live sequence of its own key (the next turn
+// of the same agent, generated tokens included) trims it to the common prefix and prefills only
+// the rest; any other opens a sequence from the prefix cache, which every key shares (a subagent
+// reuses its parent's system prompt and tools there). Either way the reused tokens give the same
+// logits as prefilling them again (DESIGN.md invariant 4).
 //
-// Threads: begin, truncate, publish, sequence and size read or change the live sequence, which
-// nothing locks: one thread only (the engine thread in `keel serve`, inside queued jobs). stats(),
+// Live sequences beyond max_live, and those evict_idle() is asked to free, go least recently used
+// first: their complete blocks stay in the prefix cache until the pool needs the room.
+//
+// Threads: begin, finish, suspend, evict_idle, live_count and live_tokens read or change the live
+// sequences, which nothing locks: one thread only (the engine thread in `keel serve`). stats(),
 // policy(), rotate() and capacity() may be called from any thread: stats() takes the pool's lock,
 // the others never change after construction (/health and /metrics read them).
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <span>
-#include <vector>
+#include <string>
 
 #include "keel/chat/chat_roles.h"
 #include "keel/kv/kv_pool.h"
@@ -23,34 +30,51 @@ namespace keel {
 
 class SessionCache {
  public:
-  // context: the most tokens one request may hold.
-  SessionCache(const ModelSpec& spec, int64_t budget_bytes, kv::KvPolicy policy, bool rotate, int64_t context);
+  // context: the most tokens one request may hold. max_live: how many finished turns keep their
+  // sequence live (at least 1).
+  SessionCache(const ModelSpec& spec, int64_t budget_bytes, kv::KvPolicy policy, bool rotate, int64_t context,
+               size_t max_live = 1);
   ~SessionCache();
 
-  // Keeps the longest cached prefix of `prompt`, at most prompt.size() - 1 tokens so the last
-  // prompt token always runs and yields logits. Returns the number of tokens reused. Only what was
-  // cached under the same `cache_salt` (KvPool::open) is reused, the live sequence included: a
-  // request of another namespace starts from that namespace's prefix cache.
-  int64_t begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles, uint64_t cache_salt = 0);
+  // A sequence holding the longest cached prefix of `prompt` (its size() is the number of tokens
+  // reused), at most prompt.size() - 1 tokens so the last prompt token always runs and yields
+  // logits. The live sequence of `affinity` is continued when it shares a prefix; an empty key
+  // continues the keyless live sequence that shares the longest one. Only what was cached under
+  // the same `cache_salt` (KvPool::open) is reused, live sequences included. The caller owns the
+  // sequence until finish() or suspend().
+  std::unique_ptr<kv::KvSequence> begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles,
+                                        uint64_t cache_salt = 0, const std::string& affinity = {});
+  // The turn is over: the sequence's complete blocks join the prefix cache and it stays live
+  // under `affinity` (replacing that key's older one; an empty key adds a keyless one).
+  void finish(std::unique_ptr<kv::KvSequence> sequence, const std::string& affinity);
+  // The turn is paused to free memory (preemption): its complete blocks join the prefix cache and
+  // the rest is freed; the turn begins again later and recomputes what is gone.
+  void suspend(std::unique_ptr<kv::KvSequence> sequence);
+  // Ends the least recently used live sequence (its blocks stay cached); false when none is left.
+  bool evict_idle();
 
-  // Drops everything from position n on; returns the new size, which may be smaller than n when a
-  // cut inside the recent window needs rows that were already quantized (rerun from there).
-  int64_t truncate(int64_t n);
-  // The request is over: its complete blocks join the prefix cache.
-  void publish();
-
-  // The current request's sequence, for engine/forward_loop; throws keel::Error before begin().
-  kv::KvSequence& sequence();
-  int64_t size() const;
+  size_t live_count() const { return live_.size(); }
+  int64_t live_tokens() const;  // tokens the live sequences hold
   int64_t capacity() const { return context_; }
   kv::KvPoolStats stats() const { return pool_.stats(); }
   const kv::KvPolicy& policy() const { return pool_.policy(); }
   bool rotate() const { return pool_.rotate(); }
 
  private:
+  struct Live {
+    std::string affinity;
+    std::unique_ptr<kv::KvSequence> sequence;
+  };
+
+  // How many leading tokens `live` can keep for `prompt`: the token and the format its role asks
+  // for must both agree (a generated call re-rendered as history may be stored differently).
+  size_t common_prefix(const kv::KvSequence& live, std::span<const int32_t> prompt,
+                       std::span<const chat::Role> roles) const;
+
   kv::KvPool pool_;
   int64_t context_;
-  std::unique_ptr<kv::KvSequence> live_;
+  size_t max_live_;
+  std::list<Live> live_;  // most recently finished first
 };
 
 }  // namespace keel
