@@ -41,6 +41,7 @@ std::vector<NumericFlag> numeric_flags(const std::string& scratch) {
       {serve, "context", 1, tokens},
       {serve, "tool-retries", 0, 32},
       {serve, "queue-depth", 1, 1024},
+      {serve, "parallel", 1, 64},
       {serve, "max-body-mb", 1, 1024},
       {serve, "memory", 0, gib, false, true},
       {serve, "kv-memory", 0, gib, false, true},

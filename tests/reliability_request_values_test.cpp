@@ -250,7 +250,7 @@ json queue_of(httplib::Client& client) {
 
 TEST(ReliabilityRequestValues, AFullQueueRefusesStreamsBeforeTheyStartWithRetryAfter) {
   TempDir dir;
-  ServerProcess server({"--model", random_talker(dir).string(), "--queue-depth", "1"});
+  ServerProcess server({"--model", random_talker(dir).string(), "--queue-depth", "1", "--parallel", "1"});
   auto client = server.client();
   // Greedy, random weights write to max_tokens (over a minute here) without an end of sequence.
   json essay = hello(30000);

@@ -70,7 +70,8 @@ json anthropic_request(int max_tokens, bool stream) {
 
 TEST(ReliabilityShutdown, SigtermLetsTheStreamEndCleanlyAndExitsZero) {
   TempDir dir;
-  ServerProcess server({"--model", random_talker(dir).string(), "--shutdown-grace", "1"});
+  // One turn at a time, so the second request waits for the engine.
+  ServerProcess server({"--model", random_talker(dir).string(), "--shutdown-grace", "1", "--parallel", "1"});
   // A stream that would run far past the grace period, and a request waiting behind it.
   OpenRequest stream(server.port(), "/v1/messages", anthropic_request(20000, true));
   for (int i = 0; i < 1000 && !stream.started; ++i) std::this_thread::sleep_for(10ms);

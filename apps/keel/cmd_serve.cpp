@@ -96,6 +96,8 @@ long int_flag(const Args& args, const std::string& flag, long fallback, long min
 constexpr long kMaxToolRetries = 32;
 constexpr long kMaxQueueDepth = 1024;
 constexpr long kMaxBodyMiB = 1024;
+constexpr long kMaxParallel = 64;
+constexpr int64_t kTokensPerParallelTurn = 4096;
 
 // The KV context serve reserves when --context is not given: the model's own limit, capped so a
 // long-context model does not claim all memory for tokens a local session rarely reaches.
@@ -234,7 +236,7 @@ void wait_for_shutdown_signal(api::Server& server, std::chrono::seconds grace) {
 int serve_command(const CommandArgs& argv) {
   Args args(argv, {"model", "alias", "host", "port", "api-key", "threads", "context", "kv-policy", "kv-memory",
                    "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb",
-                   "allow-origin", "allow-host", "api-key-file", "shutdown-grace"});
+                   "allow-origin", "allow-host", "api-key-file", "shutdown-grace", "parallel"});
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const auto model_dir = flag_or_env(args, "model");
   if (!model_dir) throw Error("--model DIR is required (or KEEL_MODEL)");
@@ -266,6 +268,7 @@ int serve_command(const CommandArgs& argv) {
   options.max_body_bytes = static_cast<size_t>(int_flag(args, "max-body-mb", 32, 1, kMaxBodyMiB)) << 20;
   const int threads = static_cast<int>(int_flag(args, "threads", 0, 0, kMaxThreads));
   options.shutdown_grace = std::chrono::seconds(int_flag(args, "shutdown-grace", 10, 0, 3600));
+  const long parallel_flag = int_flag(args, "parallel", 0, 1, kMaxParallel);  // 0: not given
 
   // Refuse before loading anything what cannot fit (the plan says why).
   const ServingPlan serving = plan_serving(args, *model_dir);
@@ -278,13 +281,19 @@ int serve_command(const CommandArgs& argv) {
   model_options.threads = threads;
   if (auto f = flag_or_env(args, "tool-call-format")) model_options.tool_call_format = toolcall::parsed_tool_call_format_from_name(*f);
   ServedModel model(model_options);
-  SessionCache session(model.weights().spec, serving.kv_budget, serving.policy, rotate == "on", plan.context);
+  const ModelSpec& spec = model.weights().spec;
+  // Turns at once: --parallel, else as many as the pool holds 4,096-token conversations, 2 to 8.
+  // More than the pool holds at their peak is safe (the scheduler preempts), only slower.
+  const auto bytes_per_token = kv::kv_bytes_per_token(spec, serving.policy, plan.context);
+  const auto pool_tokens = static_cast<int64_t>(static_cast<double>(serving.kv_budget) / std::max(bytes_per_token, 1.0));
+  options.parallel = static_cast<size_t>(parallel_flag ? parallel_flag
+                                                      : std::clamp<int64_t>(pool_tokens / kTokensPerParallelTurn, 2, 8));
+  SessionCache session(spec, serving.kv_budget, serving.policy, rotate == "on", plan.context, 2 * options.parallel);
 
   options.aliases = args.get_all("alias");
   if (options.aliases.empty())
     if (auto a = flag_or_env(args, "alias")) options.aliases.push_back(*a);
 
-  const ModelSpec& spec = model.weights().spec;
   std::fprintf(stderr, "keel serve: model %s (%s, %lld layers, %s weights), %d threads, simd %s\n",
                model.dir().string().c_str(), spec.model_type.c_str(), static_cast<long long>(spec.num_layers),
                weight_format_name(model.weights().format()), model.threads(), ops::simd_target_name());
@@ -293,6 +302,9 @@ int serve_command(const CommandArgs& argv) {
   std::fprintf(stderr, "keel serve: reasoning: %s\n", toolcall::describe_reasoning_control(model.reasoning()).c_str());
   std::fprintf(stderr, "keel serve: KV policy: %s (%s), rotation %s\n", serving.policy.describe().c_str(),
                serving.policy_origin.c_str(), rotate.c_str());
+  std::fprintf(stderr, "keel serve: scheduler: up to %zu turns at once%s, batched; %zu live sequences kept\n",
+               options.parallel, parallel_flag ? " (--parallel)" : " (from the KV pool's size)",
+               2 * options.parallel);
   std::fprintf(stderr, "keel serve: memory: weights %s + KV pool %s (context %lld tokens) + scratch %s, ceiling %s (%s)\n",
                plan::format_size(plan.weights.bytes.value_or(0)).c_str(),
                plan::format_size(static_cast<uint64_t>(serving.kv_budget)).c_str(), static_cast<long long>(plan.context),

@@ -139,6 +139,10 @@ ChatRequest parse(std::string_view body, const RequestLimits& limits, bool max_t
   if (const Json* thinking = find_field(root, "thinking"); thinking != nullptr && !thinking->is_null())
     read_thinking(*thinking, root, request);
   read_effort(root, request);
+  if (const Json* metadata = find_field(root, "metadata"); metadata != nullptr && !metadata->is_null()) {
+    expect_object(*metadata, "metadata");
+    request.user = optional_string(*metadata, "user_id", "metadata").value_or("");
+  }
   return request;
 }
 

@@ -16,6 +16,7 @@
 #include "keel/api/server_state.h"
 #include "keel/api/sse_writer.h"
 #include "keel/engine/chat_turn.h"
+#include "keel/engine/scheduler.h"
 #include "keel/engine/sampler.h"
 #include "keel/engine/served_model.h"
 #include "keel/util/error.h"
@@ -149,44 +150,41 @@ Usage usage_of(const TurnStats& st) {
   return u;
 }
 
-// The engine-thread half: run the turn, hand each event to the waiting HTTP thread.
-std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::shared_ptr<const PreparedPrompt> prompt,
-                                  TurnOptions options, std::string label) {
-  return [&s, job, prompt, options = std::move(options), label = std::move(label)]() mutable {
-    const auto start = Clock::now();
-    options.cancelled = &job->cancelled;
-    options.on_reuse = [&job](int64_t reused) {
-      std::lock_guard lock(job->mutex);
-      job->reused_tokens = reused;
-      job->changed.notify_all();
-    };
-    auto emit = [&](TurnEvent&& e) {
-      std::lock_guard lock(job->mutex);
-      job->events.push_back(std::move(e));
-      job->changed.notify_all();
-    };
-    TurnResult result;
+// The engine-thread half: the turn as the scheduler runs it, each event handed to the waiting HTTP
+// thread, and the result (or the error) stored, counted and logged when it ends.
+TurnJob turn_job(ServerState& s, std::shared_ptr<Job> job, std::shared_ptr<const PreparedPrompt> prompt,
+                 TurnOptions options, std::string label, std::string affinity) {
+  TurnJob t;
+  t.prompt = prompt;
+  options.cancelled = &job->cancelled;
+  options.on_reuse = [job](int64_t reused) {
+    std::lock_guard lock(job->mutex);
+    job->reused_tokens = reused;
+    job->changed.notify_all();
+  };
+  t.options = std::move(options);
+  t.affinity = std::move(affinity);
+  t.emit = [job](TurnEvent&& e) {
+    std::lock_guard lock(job->mutex);
+    job->events.push_back(std::move(e));
+    job->changed.notify_all();
+  };
+  // Queued before a shutdown signal, or its client left while it waited: it does not start.
+  t.runnable = [&s, job] { return !s.shutting_down && !job->cancelled; };
+  const auto start = Clock::now();
+  t.done = [&s, job, label = std::move(label), start](TurnResult result, std::exception_ptr failure) {
     std::optional<ApiError> error;
-    try {
-      if (s.shutting_down) {
-        // Queued before the signal: it does not start now.
-        result.finish = TurnFinish::Cancelled;
-        result.stats.prompt_tokens = static_cast<int64_t>(prompt->ids.size());
-        error = shutting_down();
-      } else if (!job->cancelled) {
-        result = run_turn(s.model, s.session, *prompt, options, emit);
-        if (result.finish == TurnFinish::Cancelled && s.past_grace()) error = shutting_down();
-      } else {
-        // The client left while the request waited: nothing of it ran.
-        result.finish = TurnFinish::Cancelled;
-        result.stats.prompt_tokens = static_cast<int64_t>(prompt->ids.size());
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        // The request was accepted, so a plain keel::Error here is keel's failure, not the
+        // client's; a CapacityError (the KV pool is full of live sequences) is overloaded: retry later.
+        error = to_api_error(e, PlainError::ServerFault);
+        if (error->status == 500) error = internal_error(std::string("generation failed: ") + e.what());
       }
-    } catch (const std::exception& e) {
-      // The request was accepted, so a plain keel::Error here is keel's failure, not the client's;
-      // a CapacityError (the KV pool is full of live sequences) is overloaded: retry later.
-      error = to_api_error(e, PlainError::ServerFault);
-      if (error->status == 500) error = internal_error(std::string("generation failed: ") + e.what());
-      result.stats.prompt_tokens = static_cast<int64_t>(prompt->ids.size());  // for the log line
+    } else if (result.finish == TurnFinish::Cancelled && (s.past_grace() || (s.shutting_down && !job->cancelled))) {
+      error = shutting_down();
     }
     s.kv_tokens = s.session.live_tokens();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -198,7 +196,7 @@ std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::
                  static_cast<long long>(st.reused_tokens), static_cast<long long>(st.output_tokens),
                  static_cast<long long>(st.valid_calls),
                  st.invalid_calls ? (", " + std::to_string(st.invalid_calls) + " invalid").c_str() : "", seconds,
-                 result.finish == TurnFinish::Cancelled
+                 result.finish == TurnFinish::Cancelled && !error
                      ? (", cancelled (client gone) after " + std::to_string(st.reused_tokens + st.prefilled_tokens) +
                         " of " + std::to_string(st.prompt_tokens) + " prompt tokens")
                            .c_str()
@@ -210,6 +208,7 @@ std::function<void()> engine_job(ServerState& s, std::shared_ptr<Job> job, std::
     job->finished = true;
     job->changed.notify_all();
   };
+  return t;
 }
 
 // Non-streaming answers collect the events into content blocks.
@@ -384,6 +383,15 @@ void fit_to_context(ChatRequest& r, int64_t prompt_tokens, int64_t context_token
 // "overloaded": long enough for a few of the largest bodies ahead of it to be tokenized.
 constexpr std::chrono::seconds kPreparationWait{30};
 
+// Which live KV sequence the turn continues and stays under (SessionCache): the agent Claude Code
+// names in x-claude-code-agent-id (its main loop and each subagent have their own), else the
+// request's user field.
+std::string affinity_of(const http::Request& req, const ChatRequest& r) {
+  std::string agent = req.header("x-claude-code-agent-id");
+  if (!agent.empty()) return "agent:" + agent;
+  return r.user.empty() ? std::string() : "user:" + r.user;
+}
+
 // A share of the preparation budget for this request's body (PreparationGate), or 529.
 PreparationGate::Ticket admit_preparation(ServerState& s, const http::Request& req) {
   auto ticket = s.preparation.enter(req.body.size(), kPreparationWait);
@@ -426,8 +434,8 @@ void handle_chat(ServerState& s, Protocol protocol, const http::Request& req, ht
     TurnOptions options = turn_options(r, s);
     options.cache_salt = cache_salt;
     check_sampling(options.sampling);
-    if (!s.queue.submit(engine_job(s, job, prompt, std::move(options), label)))
-      throw overloaded("the server is busy: " + std::to_string(s.queue.max_waiting()) +
+    if (!s.scheduler.submit(turn_job(s, job, prompt, std::move(options), label, affinity_of(req, r))))
+      throw overloaded("the server is busy: " + std::to_string(s.scheduler.max_waiting()) +
                        " requests are already waiting; retry shortly");
     if (!r.stream) return answer_whole(s, protocol, r, job, abandoned_when(req, s), res);
 

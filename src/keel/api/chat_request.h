@@ -73,6 +73,10 @@ struct ChatRequest {
   // The last message is the assistant's: the client prefills the start of the answer (Anthropic
   // allows this). The renderer should continue that message instead of opening a new turn.
   bool assistant_prefill = false;
+  // Who the conversation belongs to, for the scheduler's affinity (which live KV sequence the
+  // next turn continues): Anthropic metadata.user_id; OpenAI prompt_cache_key, else user. Empty
+  // when the request does not say. The x-claude-code-agent-id header, when sent, wins.
+  std::string user;
 };
 
 // Reasoning budgets for effort levels (OpenAI reasoning_effort, Anthropic output_config.effort):

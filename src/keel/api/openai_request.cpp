@@ -148,6 +148,7 @@ ChatRequest parse_openai_request(std::string_view body, const RequestLimits& lim
     }
   }
   reject_unsupported_outputs(root);
+  request.user = optional_string(root, "prompt_cache_key", "").value_or(optional_string(root, "user", "").value_or(""));
   return request;
 }
 

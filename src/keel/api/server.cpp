@@ -137,13 +137,22 @@ std::vector<std::pair<std::string, std::pair<std::string, double>>> kv_gauges(co
 // `full_path`: the caller presented the API key; others learn the folder name only (an absolute
 // path names the user and the disk layout).
 nlohmann::ordered_json health_json(const ServerState& s, bool full_path) {
-  const bool busy = s.queue.busy();
+  const SchedulerStats sched = s.scheduler.stats();
+  const bool busy = sched.running > 0;
   nlohmann::ordered_json h = {{"status", "ok"}, {"model", s.registry.id()}};
   if (full_path) h["path"] = s.model.dir().string();
   h["aliases"] = s.registry.aliases();
   h["any_name"] = s.registry.wildcard();
   h["state"] = busy ? "generating" : "idle";
-  h["queue"] = {{"waiting", s.queue.waiting()}, {"running", busy ? 1 : 0}, {"max_waiting", s.queue.max_waiting()}};
+  h["queue"] = {{"waiting", sched.waiting}, {"running", sched.running}, {"max_waiting", s.scheduler.max_waiting()}};
+  h["scheduler"] = {{"parallel", s.scheduler.options().parallel},
+                    {"step_tokens", s.scheduler.options().step_tokens},
+                    {"live_sequences", sched.live_sequences},
+                    {"steps", sched.steps},
+                    {"mean_batch", sched.steps ? static_cast<double>(sched.step_turns) / static_cast<double>(sched.steps) : 0.0},
+                    {"largest_batch", sched.largest_batch},
+                    {"preemptions", sched.preemptions},
+                    {"idle_evictions", sched.idle_evictions}};
   h["tool_call_format"] = s.model.tool_call_format().name;
   h["memory"] = {{"weights_bytes", s.model.weights().decode_bytes().resident}, {"resident_bytes", resident_bytes()}};
   h["preparation"] = {{"budget_bytes", s.preparation.budget_bytes()}, {"used_bytes", s.preparation.used_bytes()},
@@ -164,6 +173,13 @@ nlohmann::ordered_json models_json(const ServerState& s) {
   for (const auto& name : s.registry.names()) data.push_back(model_json(name));
   return {{"object", "list"}, {"data", data}, {"has_more", false},
           {"first_id", s.registry.id()}, {"last_id", s.registry.names().back()}};
+}
+
+SchedulerOptions scheduler_options(const ServerOptions& o) {
+  SchedulerOptions s;
+  s.parallel = o.parallel;
+  s.max_waiting = o.queue_depth;
+  return s;
 }
 
 }  // namespace
@@ -286,13 +302,14 @@ struct Server::Impl {
 
   Impl(ServedModel& model, SessionCache& session, ServerOptions options)
       : state{model, session, options, ModelRegistry(model.folder_name(), options.aliases), {},
-              RequestQueue(options.queue_depth), PreparationGate(options.preparation_budget_bytes, options.max_body_bytes)},
+              Scheduler(model, session, scheduler_options(options)),
+              PreparationGate(options.preparation_budget_bytes, options.max_body_bytes)},
         access(AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_keys}) {
     http::Limits limits;
     limits.max_body_bytes = state.options.max_body_bytes;
     // Every waiting client holds a worker (streams wait for their turn), so there are enough for a
-    // full queue plus the running request and a few quick routes. Idle connections hold none.
-    limits.workers = state.options.queue_depth + 8;
+    // full queue plus the running turns and a few quick routes. Idle connections hold none.
+    limits.workers = state.options.queue_depth + state.options.parallel + 8;
     http = std::make_unique<http::Server>(
         limits, [this](const http::Request& req, http::Response& res) { dispatch(req, res); },
         [this](const http::Request& req, int status, const std::string& why, http::Response& res) {
@@ -333,9 +350,16 @@ struct Server::Impl {
     });
     add("GET", "/metrics", true, [this](const http::Request&, http::Response& res) {
       auto gauges = kv_gauges(state);
-      gauges.push_back({"keel_queue_waiting", {"Requests waiting for the engine.", double(state.queue.waiting())}});
-      gauges.push_back({"keel_queue_running", {"Requests the engine is running.", state.queue.busy() ? 1.0 : 0.0}});
-      gauges.push_back({"keel_kv_used_tokens", {"Tokens of the live sequence.", double(state.kv_tokens.load())}});
+      const SchedulerStats sched = state.scheduler.stats();
+      gauges.push_back({"keel_queue_waiting", {"Requests waiting for the engine.", double(sched.waiting)}});
+      gauges.push_back({"keel_queue_running", {"Requests the engine is running.", double(sched.running)}});
+      gauges.push_back({"keel_live_sequences", {"Finished turns' KV sequences kept for their next turn.", double(sched.live_sequences)}});
+      gauges.push_back({"keel_scheduler_steps", {"Batched forward passes, since start.", double(sched.steps)}});
+      gauges.push_back({"keel_scheduler_step_turns", {"Turns in a step, summed over steps.", double(sched.step_turns)}});
+      gauges.push_back({"keel_scheduler_step_tokens", {"Tokens run, summed over steps.", double(sched.step_tokens)}});
+      gauges.push_back({"keel_scheduler_largest_batch", {"Most turns in one step.", double(sched.largest_batch)}});
+      gauges.push_back({"keel_scheduler_preemptions", {"Turns paused for KV memory, since start.", double(sched.preemptions)}});
+      gauges.push_back({"keel_kv_used_tokens", {"Tokens of the live sequences.", double(state.kv_tokens.load())}});
       gauges.push_back({"keel_resident_bytes", {"Resident memory of the process.", double(resident_bytes())}});
       gauges.push_back({"keel_preparation_used_bytes",
                         {"Preparation budget held by requests being parsed and tokenized.",

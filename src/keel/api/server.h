@@ -4,7 +4,7 @@
 // error envelope. See docs/serve.md.
 //
 // Threads: construct, bind and run on one thread (run blocks, serving on keel/http's I/O thread and workers
-// while the RequestQueue's engine thread runs the turns); stop may come from any other thread. The
+// while the Scheduler's engine thread runs the turns); stop may come from any other thread. The
 // ServedModel and SessionCache must outlive the Server. Who may touch what while it serves:
 // server_state.h.
 #include <chrono>
@@ -41,6 +41,7 @@ struct ServerOptions {
   // it from the plan: what the memory ceiling leaves after weights, KV pool and scratch.
   size_t preparation_budget_bytes = 0;
   size_t queue_depth = 64;       // requests waiting for the engine before "overloaded"
+  size_t parallel = 4;           // turns the scheduler runs at once (engine/scheduler.h)
   int tool_retries = 2;
   std::chrono::milliseconds ping_interval{5000};
   // After shutdown(): how long running turns may go on before they are cancelled.

@@ -2,7 +2,7 @@
 // What the HTTP handlers share (internal to server.cpp and chat_endpoint.cpp).
 //
 // Threads: every HTTP worker (keel/http's handler threads) and the one engine thread (the
-// RequestQueue's worker, running queued jobs) hold the same ServerState&. Nothing here is locked
+// Scheduler's, running every turn) hold the same ServerState&. Nothing here is locked
 // as a whole; each member says who may touch it and why that is safe. The engine thread is the
 // only one that runs the model or changes KV state; HTTP threads only read what is immutable after
 // start or locked by its owner.
@@ -13,7 +13,7 @@
 #include "keel/api/model_registry.h"
 #include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
-#include "keel/engine/request_queue.h"
+#include "keel/engine/scheduler.h"
 #include "keel/http/http_server.h"
 
 namespace keel::api {
@@ -24,17 +24,17 @@ struct ServerState {
   // dir(), weights() sizes. The engine thread alone calls transformer(): a forward pass owns the
   // activation buffers and the thread pool.
   ServedModel& model;
-  // The engine thread alone changes it (begin, truncate, publish, and the sequence a turn runs on,
-  // only inside queued jobs). HTTP threads may call stats() (the pool takes its lock), and policy(),
-  // rotate() and capacity(), which never change after construction; never size() or sequence().
+  // The engine thread alone changes it (the scheduler's turns check sequences out and back).
+  // HTTP threads may call stats() (the pool takes its lock), and policy(), rotate() and
+  // capacity(), which never change after construction; never live_tokens() or live_count().
   SessionCache& session;
   const ServerOptions options;  // read by every thread, written by none
   const ModelRegistry registry;  // likewise
   Metrics metrics;                // thread-safe (its own mutex): the engine counts turns, HTTP threads responses
-  RequestQueue queue;             // thread-safe: HTTP threads submit and read counts, the engine thread runs
+  Scheduler scheduler;            // thread-safe: HTTP threads submit and read stats; its thread runs the turns
   PreparationGate preparation;    // thread-safe: HTTP threads hold a share while they prepare a request
-  // The session cache's size after the last turn: written by the engine thread at the end of each
-  // job, read by /health and /metrics, which may not call session.size() themselves.
+  // The tokens the live sequences hold after the last turn: written by the engine thread at the
+  // end of each turn, read by /health and /metrics, which may not ask the session themselves.
   std::atomic<int64_t> kv_tokens{0};
   // Server::shutdown(): set once, from the signal thread; read by every thread. A turn that starts
   // after it does not run (503); one still running at grace_ends is cancelled.
