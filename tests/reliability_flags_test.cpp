@@ -30,6 +30,7 @@ std::vector<NumericFlag> numeric_flags(const std::string& scratch) {
   const std::string run = "run --model " + tiny() + " --tokens 1";
   const std::string bench = "bench --model " + tiny() + " --no-limits";
   const std::string session = "bench --model " + tiny() + " --session 1";
+  const std::string parallel = "bench --model " + tiny() + " --parallel 1";
   const std::string synth = "synth --config " + tiny() + "/config.json --out " + scratch + "/synth";
   const std::string plan = "plan " + tiny();
   const std::string tools = "eval tools --model " + tiny() + " --suite " + scratch + "/none.json";
@@ -63,6 +64,14 @@ std::vector<NumericFlag> numeric_flags(const std::string& scratch) {
       {session, "system-tokens", 0, tokens},
       {session, "answer-tokens", 1, tokens},
       {session, "threads", 0, 1024},
+      {bench, "parallel", 1, 64},
+      {parallel, "prompt-tokens", 1, tokens},
+      {parallel, "gen-tokens", 1, tokens},
+      {parallel, "long-prompt-tokens", 1, tokens},
+      {parallel, "short-requests", 0, 1000},
+      {parallel, "short-prompt-tokens", 1, tokens},
+      {parallel, "short-interval-ms", 0, 3600000},
+      {parallel, "threads", 0, 1024},
       {synth, "group-size", 32, 128},
       {synth, "seed", 0, seeds},
       {synth, "layers", 0, 100000},

@@ -1,10 +1,12 @@
 // keel bench: prefill and decode speed of a model, as tokens/s and as fractions of this machine's
-// measured memory bandwidth (decode) and peak FMA throughput (prefill).
+// measured memory bandwidth (decode) and peak FMA throughput (prefill). --session and --parallel
+// hand over to bench_session.cpp and bench_parallel.cpp.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "commands.h"
+#include "bench_parallel.h"
 #include "bench_session.h"
 #include "keel/arch/transformer.h"
 #include "keel/engine/forward_loop.h"
@@ -19,6 +21,9 @@
 
 namespace keel::cli {
 namespace {
+
+// As `keel serve --parallel`.
+constexpr long kMaxParallelTurns = 64;
 
 double elapsed(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -38,7 +43,8 @@ double matmul_flops_per_token(const ModelWeights& w) {
 int bench_command(const CommandArgs& argv) {
   std::set<std::string> flags = kModelFlags;
   flags.insert({"prompt-tokens", "gen-tokens", "repeats", "kv-policy", "kv-context", "session", "system-tokens",
-                "answer-tokens"});
+                "answer-tokens", "parallel", "long-prompt-tokens", "short-requests", "short-prompt-tokens",
+                "short-interval-ms"});
   Args args(argv, flags, {"no-limits"});
   const kv::KvPolicy policy = kv::KvPolicy::parse(args.get_or("kv-policy", "full"));
   if (args.has("session")) {
@@ -48,6 +54,21 @@ int bench_command(const CommandArgs& argv) {
     const long answer_tokens = args.get_int("answer-tokens", 32, 1, kMaxTokenCount);
     bench_session(args.require("model"), static_cast<int>(threads), static_cast<int>(turns), system_tokens,
                   answer_tokens, policy);
+    return 0;
+  }
+  if (args.has("parallel")) {
+    ParallelBenchOptions o;
+    o.model_dir = args.require("model");
+    o.threads = static_cast<int>(args.get_int("threads", 0, 0, kMaxThreads));
+    o.parallel = static_cast<int>(args.get_int("parallel", 1, 1, kMaxParallelTurns));
+    o.policy = policy;
+    o.prompt_tokens = args.get_int("prompt-tokens", o.prompt_tokens, 1, kMaxTokenCount);
+    o.gen_tokens = args.get_int("gen-tokens", o.gen_tokens, 1, kMaxTokenCount);
+    o.long_prompt_tokens = args.get_int("long-prompt-tokens", o.long_prompt_tokens, 1, kMaxTokenCount);
+    o.short_requests = static_cast<int>(args.get_int("short-requests", o.short_requests, 0, 1000));
+    o.short_prompt_tokens = args.get_int("short-prompt-tokens", o.short_prompt_tokens, 1, kMaxTokenCount);
+    o.short_interval_ms = args.get_int("short-interval-ms", o.short_interval_ms, 0, 3'600'000);
+    bench_parallel(o);
     return 0;
   }
   // Checked before the model loads: a bad flag costs nothing.
