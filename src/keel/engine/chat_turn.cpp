@@ -96,6 +96,11 @@ class TurnRunner {
                           logits_.data()};
   }
 
+  int64_t prepare_pass() {
+    if (!seq_) throw InternalError("turn: prepare_pass before start");
+    return seq_->prepare_pass();
+  }
+
   void after_pass() {
     if (!prefilled_) result_.stats.prefilled_tokens += static_cast<int64_t>(in_flight_);
     pending_at_ += in_flight_;
@@ -438,6 +443,7 @@ void Turn::start() { runner_->start(); }
 bool Turn::started() const { return runner_->started(); }
 bool Turn::done() const { return runner_->done(); }
 std::optional<ForwardSegment> Turn::next_segment(int64_t max_tokens) { return runner_->next_segment(max_tokens); }
+int64_t Turn::prepare_pass() { return runner_->prepare_pass(); }
 int64_t Turn::pending_tokens() const { return runner_->pending_tokens(); }
 void Turn::after_pass() { runner_->after_pass(); }
 void Turn::pass_failed() { runner_->pass_failed(); }
@@ -454,6 +460,7 @@ TurnResult run_turn(ServedModel& model, SessionCache& session, const PreparedPro
     const std::optional<ForwardSegment> segment = turn.next_segment(options.prefill_chunk);
     if (!segment) break;
     try {
+      session.make_room(turn.prepare_pass());
       model.transformer().forward(std::span<const ForwardSegment>(&*segment, 1));
     } catch (...) {
       turn.pass_failed();

@@ -112,6 +112,11 @@ class Turn {
   // the sequence. Its logits row is asked for only when it holds the last of them. nullopt when
   // the turn ends instead (cancelled).
   std::optional<ForwardSegment> next_segment(int64_t max_tokens);
+  // Between next_segment and the pass: takes the KV blocks the segment's rows need and returns
+  // the bytes its pass will still take to quantize (KvSequence::prepare_pass); the driver makes
+  // room for a whole batch at once (SessionCache::make_room). Throws keel::CapacityError when
+  // the pool has no room; pass_failed() then gives the blocks back.
+  int64_t prepare_pass();
   // Tokens still to run before the next sample.
   int64_t pending_tokens() const;
   // After the pass that ran next_segment's tokens: once they were the last, samples and goes on.

@@ -155,6 +155,11 @@ void Scheduler::step() {
   if (!batch.empty()) {
     bool ran = false;
     try {
+      // Every block and byte the pass will take, taken or freed before it starts, so a full pool
+      // is found here, where the scheduler can make room, and not halfway through the pass.
+      int64_t quantize_bytes = 0;
+      for (Entry* m : members) quantize_bytes += m->turn->prepare_pass();
+      session_.make_room(quantize_bytes);
       model_.transformer().forward(batch);
       ran = true;
     } catch (const CapacityError&) {

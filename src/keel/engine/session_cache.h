@@ -11,7 +11,7 @@
 // Live sequences beyond max_live, and those evict_idle() is asked to free, go least recently used
 // first: their complete blocks stay in the prefix cache until the pool needs the room.
 //
-// Threads: begin, finish, suspend, evict_idle, live_count and live_tokens read or change the live
+// Threads: begin, finish, suspend, evict_idle, make_room, live_count and live_tokens read or change the live
 // sequences, which nothing locks: one thread only (the engine thread in `keel serve`). stats(),
 // policy(), rotate() and capacity() may be called from any thread: stats() takes the pool's lock,
 // the others never change after construction (/health and /metrics read them).
@@ -52,6 +52,9 @@ class SessionCache {
   void suspend(std::unique_ptr<kv::KvSequence> sequence);
   // Ends the least recently used live sequence (its blocks stay cached); false when none is left.
   bool evict_idle();
+  // Frees `bytes` of the budget for the pass about to run (KvPool::make_room), or throws
+  // keel::CapacityError.
+  void make_room(int64_t bytes) { pool_.make_room(bytes); }
 
   size_t live_count() const { return live_.size(); }
   int64_t live_tokens() const;  // tokens the live sequences hold

@@ -122,6 +122,12 @@ void KvPool::reserve_locked(size_t bytes) {
   }
 }
 
+void KvPool::make_room(int64_t bytes) {
+  if (bytes <= 0) return;
+  std::lock_guard lock(mu_);
+  reserve_locked(static_cast<size_t>(bytes));
+}
+
 KvBlock* KvPool::new_block_locked() {
   const size_t bytes = layout_.block_bytes(KvFormat::BF16);
   reserve_locked(bytes);

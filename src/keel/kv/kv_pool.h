@@ -59,6 +59,11 @@ class KvPool {
   std::unique_ptr<KvSequence> open(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
                                    uint64_t cache_salt = 0);
 
+  // Evicts least-recently-used cached blocks until `bytes` more fit the budget (the sum of
+  // KvSequence::prepare_pass over a batch); throws keel::CapacityError when live sequences hold
+  // too much for that.
+  void make_room(int64_t bytes);
+
   KvPoolStats stats() const;
   int64_t budget_bytes() const { return budget_; }
   const KvPolicy& policy() const { return policy_; }

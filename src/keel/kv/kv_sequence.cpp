@@ -32,6 +32,31 @@ void KvSequence::append_tokens(std::span<const int32_t> ids, std::span<const cha
   roles_.insert(roles_.end(), roles.begin(), roles.end());
 }
 
+int64_t KvSequence::prepare_pass() {
+  const auto n = static_cast<int64_t>(ids_.size()) - size_;
+  if (n <= 0) return 0;
+  const KvBlockLayout& layout = pool_.layout();
+  std::lock_guard lock(pool_.mu_);
+  while (static_cast<int64_t>(blocks_.size()) < blocks_for_tokens(size_ + n)) blocks_.push_back(pool_.new_block_locked());
+  // Blocks the pass's last position leaves behind its recent window get quantized rows in each
+  // group, unless they have them already or stay bf16. (Counted whatever a sliding window would
+  // skip: an upper bound.)
+  const int64_t target = std::min<int64_t>(window_start_block(size_ + n - 1, pool_.policy().recent()),
+                                           static_cast<int64_t>(blocks_.size()));
+  int64_t bytes = 0;
+  for (int64_t g = 0; g < layout.group_count(); ++g) {
+    int64_t from = target;
+    for (int64_t layer : layout.group(g).layers) from = std::min(from, quantized_upto_[static_cast<size_t>(layer)]);
+    for (int64_t b = from; b < target; ++b) {
+      const KvFormat format = final_format_locked(b);
+      if (format == KvFormat::BF16 || !blocks_[static_cast<size_t>(b)]->groups[static_cast<size_t>(g)].quantized.empty())
+        continue;
+      bytes += static_cast<int64_t>(layout.group_bytes(g, format));
+    }
+  }
+  return bytes;
+}
+
 void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* v) {
   const KvBlockLayout& layout = pool_.layout();
   if (layer < 0 || layer >= layout.layers()) throw InternalError("KV layer " + std::to_string(layer) + " out of range");

@@ -42,6 +42,12 @@ class KvSequence final : public KvCache {
 
   // Ids and roles of the tokens the next forward pass runs, in order.
   void append_tokens(std::span<const int32_t> ids, std::span<const chat::Role> roles);
+  // Before the pass over the appended tokens: takes the blocks their rows go to now, and returns
+  // the bytes the pass will still take, to quantize the blocks it moves out of the recent window
+  // (an upper bound; KvPool::make_room frees them for every sequence of a batch at once). So a
+  // pass never runs out of memory halfway: the caller admits, waits or preempts instead. Throws
+  // keel::CapacityError when the blocks cannot be had; set_size(size()) gives them back.
+  int64_t prepare_pass();
   // Drops everything from position n on and returns the new size(), which is n or less: a block
   // that left the window keeps only its quantized rows, so a cut inside the recent window that
   // would need them at full precision goes back further; a sliding-window layer keeps only the
