@@ -14,8 +14,8 @@ TEST(CliBenchParallel, PrintsDecodeAndTimeToFirstTokenRows) {
                                    " --parallel 2 --prompt-tokens 16 --gen-tokens 4 --threads 1"
                                    " --long-prompt-tokens 64 --short-requests 3 --short-interval-ms 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* row : {"parallel         2 turns at once", "wall ", "aggregate decode ", "per-sequence ", "steps ",
-                          "ttft setup       a 64-token prompt", "3 requests of 32 tokens", "ttft p50 ", "ttft p99 "})
+  for (const char* row : {"parallel         2 turns at once", "wall ", "aggregate decode ", "per-sequence ", "steps ", "ttft steps ",
+                          "ttft setup       a 64-token prompt", "3 requests of 32 + 1 tokens", "ttft p50 ", "ttft p99 "})
     EXPECT_NE(r.output.find(row), std::string::npos) << "no '" << row << "' in\n" << r.output;
   EXPECT_NE(r.output.find("tok/s"), std::string::npos) << r.output;
 }

@@ -70,6 +70,7 @@ std::vector<NumericFlag> numeric_flags(const std::string& scratch) {
       {parallel, "long-prompt-tokens", 1, tokens},
       {parallel, "short-requests", 0, 1000},
       {parallel, "short-prompt-tokens", 1, tokens},
+      {parallel, "short-gen-tokens", 1, tokens},
       {parallel, "short-interval-ms", 0, 3600000},
       {parallel, "threads", 0, 1024},
       {synth, "group-size", 32, 128},

@@ -5,8 +5,8 @@
 //     Aggregate decode is every token sampled from the moment all N turns decode, over that time;
 //     per-sequence decode is what one turn sees (its tokens after the first over its decode time).
 //  2. time to first token: one --long-prompt-tokens prompt, and --short-requests short prompts
-//     arriving one every --short-interval-ms while it prefills; p50/p99 of their time from
-//     submission to their first sampled token.
+//     (of --short-gen-tokens each) arriving one every --short-interval-ms while it prefills;
+//     p50/p99 of their time from submission to their first sampled token.
 //
 // Every turn is greedy and may not end early (end-of-sequence and special tokens are forbidden), so
 // each runs exactly its token count whatever the (often random) weights say. Each turn has its own
@@ -38,9 +38,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Turns of the TTFT phase answer this much: a few steps, like the start of a real answer, without
-// holding a running slot long enough to make the next short request wait for one.
-constexpr int64_t kTtftAnswerTokens = 8;
+// The long prompt of the TTFT phase answers this much after its prefill.
+constexpr int64_t kLongAnswerTokens = 8;
 
 double seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -196,13 +195,15 @@ double percentile(std::vector<double> values, double q) {
 }
 
 void ttft_phase(Bench& bench, const ParallelBenchOptions& o) {
-  const Probe& long_turn = bench.submit(o.long_prompt_tokens, kTtftAnswerTokens);
+  const SchedulerStats before = bench.stats();
+  const Probe& long_turn = bench.submit(o.long_prompt_tokens, kLongAnswerTokens);
   std::vector<const Probe*> shorts;
   for (int i = 1; i <= o.short_requests; ++i) {
     std::this_thread::sleep_until(long_turn.submitted + std::chrono::milliseconds(o.short_interval_ms * i));
-    shorts.push_back(&bench.submit(o.short_prompt_tokens, kTtftAnswerTokens));
+    shorts.push_back(&bench.submit(o.short_prompt_tokens, o.short_gen_tokens));
   }
   bench.wait_all();
+  const SchedulerStats after = bench.stats();
 
   const Clock::time_point long_first = long_turn.samples.front();
   std::vector<double> ttft;
@@ -211,10 +212,19 @@ void ttft_phase(Bench& bench, const ParallelBenchOptions& o) {
     ttft.push_back(seconds(p->submitted, p->samples.front()));
     during_prefill += p->submitted < long_first;
   }
-  std::printf("ttft setup       a %lld-token prompt, its first token after %.2f s; %d requests of %lld tokens, one every "
-              "%lld ms, %d of them while it prefilled\n",
+  std::printf("ttft setup       a %lld-token prompt, its first token after %.2f s; %d requests of %lld + %lld tokens, "
+              "one every %lld ms, %d of them while it prefilled\n",
               static_cast<long long>(o.long_prompt_tokens), seconds(long_turn.submitted, long_first), o.short_requests,
-              static_cast<long long>(o.short_prompt_tokens), static_cast<long long>(o.short_interval_ms), during_prefill);
+              static_cast<long long>(o.short_prompt_tokens), static_cast<long long>(o.short_gen_tokens),
+              static_cast<long long>(o.short_interval_ms), during_prefill);
+  // A short request that waits for memory rather than for a slot shows up here.
+  std::printf("ttft steps       %lld, mean batch %.2f turns, %lld preemptions, %lld idle sequences let go\n",
+              static_cast<long long>(after.steps - before.steps),
+              after.steps > before.steps ? static_cast<double>(after.step_turns - before.step_turns) /
+                                               static_cast<double>(after.steps - before.steps)
+                                         : 0.0,
+              static_cast<long long>(after.preemptions - before.preemptions),
+              static_cast<long long>(after.idle_evictions - before.idle_evictions));
   std::printf("ttft p50         %.0f ms (submission to first sampled token)\n", percentile(ttft, 0.50) * 1e3);
   std::printf("ttft p99         %.0f ms (nearest rank of %zu)\n", percentile(ttft, 0.99) * 1e3, ttft.size());
 }
@@ -231,8 +241,8 @@ void bench_parallel(const ParallelBenchOptions& o) {
   // Room for `parallel` of the largest turn at once, and one more: a pass holds a block leaving
   // the recent window in both forms until it ends, and a finished turn stays live until evicted.
   const int64_t context =
-      std::max({o.prompt_tokens + o.gen_tokens, o.long_prompt_tokens + kTtftAnswerTokens,
-                o.short_prompt_tokens + kTtftAnswerTokens}) + 1;
+      std::max({o.prompt_tokens + o.gen_tokens, o.long_prompt_tokens + kLongAnswerTokens,
+                o.short_prompt_tokens + o.short_gen_tokens}) + 1;
   const int64_t budget = kv::kv_context_bytes(spec, o.policy, context) * (o.parallel + 1);
   SessionCache session(spec, budget, o.policy, true, context);
   SchedulerOptions scheduler;

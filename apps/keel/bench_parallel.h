@@ -20,7 +20,11 @@ struct ParallelBenchOptions {
   int64_t long_prompt_tokens = 4096;
   int short_requests = 8;  // 0: no TTFT phase
   int64_t short_prompt_tokens = 32;
-  int64_t short_interval_ms = 1000;  // between arrivals, the first one interval after the long prompt
+  // 1: a short request gives its running slot back with its first token, so the next one's TTFT
+  // is not a wait for a slot an earlier short holds (each decoded token costs a whole step, and a
+  // step with a long prefill chunk is slow).
+  int64_t short_gen_tokens = 1;
+  int64_t short_interval_ms = 2000;  // between arrivals, the first one interval after the long prompt
 };
 
 // Runs both phases and prints their rows. Throws keel::Error (a model without a tokenizer, ...).

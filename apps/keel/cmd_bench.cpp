@@ -44,7 +44,7 @@ int bench_command(const CommandArgs& argv) {
   std::set<std::string> flags = kModelFlags;
   flags.insert({"prompt-tokens", "gen-tokens", "repeats", "kv-policy", "kv-context", "session", "system-tokens",
                 "answer-tokens", "parallel", "long-prompt-tokens", "short-requests", "short-prompt-tokens",
-                "short-interval-ms"});
+                "short-gen-tokens", "short-interval-ms"});
   Args args(argv, flags, {"no-limits"});
   const kv::KvPolicy policy = kv::KvPolicy::parse(args.get_or("kv-policy", "full"));
   if (args.has("session")) {
@@ -67,6 +67,7 @@ int bench_command(const CommandArgs& argv) {
     o.long_prompt_tokens = args.get_int("long-prompt-tokens", o.long_prompt_tokens, 1, kMaxTokenCount);
     o.short_requests = static_cast<int>(args.get_int("short-requests", o.short_requests, 0, 1000));
     o.short_prompt_tokens = args.get_int("short-prompt-tokens", o.short_prompt_tokens, 1, kMaxTokenCount);
+    o.short_gen_tokens = args.get_int("short-gen-tokens", o.short_gen_tokens, 1, kMaxTokenCount);
     o.short_interval_ms = args.get_int("short-interval-ms", o.short_interval_ms, 0, 3'600'000);
     bench_parallel(o);
     return 0;
