@@ -9,6 +9,7 @@
 
 #include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
+#include "keel/kv/kv_footprint.h"
 #include "keel/kv/kv_pool.h"
 #include "keel/model/weights.h"
 #include "keel/util/error.h"
@@ -88,6 +89,42 @@ TEST(PreparePassPool, AFullPoolIsFoundBeforeThePass) {
   const int64_t row = 0;
   EXPECT_NO_THROW(m.model.forward(ids, *seq, std::span<const int64_t>(&row, 1), logits.data()));
   EXPECT_EQ(seq->size(), 48);
+}
+
+// Prefills a whole context in chunks of 256 into a pool of `budget` bytes; true when it all fit.
+bool whole_context_fits(Model& m, const KvPolicy& policy, int64_t context, int64_t budget) {
+  KvPool pool(m.weights.spec, budget, policy, true, context);
+  auto seq = pool.open({}, {});
+  std::vector<float> logits(static_cast<size_t>(m.weights.spec.vocab_size));
+  try {
+    while (seq->size() < context) {
+      const int64_t n = std::min<int64_t>(256, context - seq->size());
+      const std::vector<int32_t> ids(static_cast<size_t>(n), 11);
+      seq->append_tokens(ids, std::vector<Role>(ids.size(), Role::tool_result));
+      pool.make_room(seq->prepare_pass());
+      const int64_t row = n - 1;
+      m.model.forward(ids, *seq, std::span<const int64_t>(&row, 1), logits.data());
+    }
+  } catch (const CapacityError&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(PreparePassPool, OneContextAtItsPeakFitsTheContextBytesPlusOnePass) {
+  static Model m("tiny-toolcaller");
+  const int64_t context = 1024;
+  for (const char* spec : {"int8", "int4", "protect"}) {
+    const KvPolicy policy = KvPolicy::parse(spec);
+    const int64_t between = kv_context_bytes(m.weights.spec, policy, context, Role::tool_result);
+    const int64_t pass = kv_pass_bytes(m.weights.spec, policy, 256);
+    EXPECT_TRUE(whole_context_fits(m, policy, context, between + pass)) << spec;
+    // Without the pass's share the last chunks find the pool short: blocks leaving the window keep
+    // their bf16 rows until their pass ends.
+    EXPECT_FALSE(whole_context_fits(m, policy, context, between)) << spec;
+  }
+  // A policy that never quantizes holds nothing extra during a pass (no sliding layers here).
+  EXPECT_EQ(kv_pass_bytes(m.weights.spec, KvPolicy(), 256), 0);
 }
 
 }  // namespace

@@ -154,9 +154,9 @@ TEST(ServeScheduler, AShortRequestIsAnsweredWhileALongPromptPrefills) {
 TEST(ServeScheduler, ATinyKvPoolPreemptsWithoutLosingOrChangingAnything) {
   TempDir dir;
   const std::string talker = random_talker(dir).string();
-  // A pool of one 1024-token context (2 MiB at bf16), four turns of about 500 tokens each at
+  // A pool of one 1024-token context (2 MiB at bf16, and a pass in flight), four turns of about 500 tokens each at
   // once: they cannot all hold their rows, so some wait and resume.
-  const std::vector<std::string> flags = {"--model", talker, "--context", "1024", "--kv-memory", "0.002", "--parallel", "4"};
+  const std::vector<std::string> flags = {"--model", talker, "--context", "1024", "--kv-memory", "0.0025", "--parallel", "4"};
   std::vector<json> requests;
   for (int i = 0; i < 4; ++i) {
     json r = seeded("random-talker", prose(300) + " Turn " + std::to_string(i), 200, 77 + static_cast<uint64_t>(i));

@@ -14,6 +14,7 @@
 #include "keel/api/model_registry.h"
 #include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
+#include "keel/engine/scheduler.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
 #include "keel/kv/kv_footprint.h"
@@ -165,8 +166,12 @@ ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
   // room than one context keeps other conversations' prefixes cached), and at least the policy's
   // own need for one context.
   const auto left = static_cast<int64_t>(plan::kv_budget_bytes(p).value_or(0));
+  // One whole context at its peak: between passes, plus what the pass in flight holds besides
+  // (its chunk's blocks at bf16 beside their quantized form), so a turn that fills the context
+  // alone never finds the pool short.
   const auto need = static_cast<int64_t>(kv::kv_bytes_per_token(spec, out.policy, p.context) *
-                                         static_cast<double>(p.context));
+                                         static_cast<double>(p.context)) +
+                    kv::kv_pass_bytes(spec, out.policy, std::min(SchedulerOptions{}.prefill_chunk, p.context));
   if (need > left)
     throw Error("the KV cache for " + std::to_string(p.context) + " tokens under " + out.policy.describe() + " needs " +
                 plan::format_size(static_cast<uint64_t>(need)) + " but only " +

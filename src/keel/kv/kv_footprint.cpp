@@ -121,6 +121,26 @@ int64_t kv_context_bytes(const ModelSpec& spec, const KvPolicy& policy, int64_t 
   return kv_context_bytes(kv_group_shapes(spec), policy, tokens, role);
 }
 
+int64_t kv_pass_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy, int64_t chunk) {
+  if (chunk <= 0) return 0;
+  // Between passes a block out of the recent window is counted in its final form only; a block
+  // that leaves the window during a pass keeps its bf16 rows beside that until the pass ends, and
+  // a sliding group keeps the pass's own rows until then. A chunk may straddle a block boundary
+  // at either end.
+  const int64_t tokens = (blocks_for_tokens(chunk) + 1) * kKvBlockTokens;
+  bool quantizes = false;
+  for (int r = 0; r < static_cast<int>(chat::kRoleCount); ++r)
+    quantizes = quantizes || policy.token_format(static_cast<chat::Role>(r), int64_t{1} << 40) != KvFormat::BF16;
+  int64_t bytes = 0;
+  for (const KvGroupShape& g : groups)
+    if (quantizes || g.window > 0) bytes += tokens * g.token_bytes(KvFormat::BF16);
+  return bytes;
+}
+
+int64_t kv_pass_bytes(const ModelSpec& spec, const KvPolicy& policy, int64_t chunk) {
+  return kv_pass_bytes(kv_group_shapes(spec), policy, chunk);
+}
+
 double kv_bytes_per_token(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens, chat::Role role) {
   if (tokens <= 0) throw Error("KV bytes per token needs a positive token count");
   return static_cast<double>(kv_context_bytes(spec, policy, tokens, role)) / static_cast<double>(tokens);

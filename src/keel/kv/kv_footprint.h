@@ -56,6 +56,13 @@ int64_t kv_context_bytes(std::span<const KvGroupShape> groups, const KvPolicy& p
 int64_t kv_context_bytes(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens,
                          chat::Role role = chat::Role::user);
 
+// The most one forward pass of up to `chunk` tokens holds beyond kv_context_bytes (an upper
+// bound): when the policy quantizes, the bf16 rows of the blocks that leave the recent window
+// during the pass, kept beside their quantized form until it ends; in sliding groups, the pass's
+// own rows. A pool that must hold one whole context needs kv_context_bytes + this.
+int64_t kv_pass_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy, int64_t chunk);
+int64_t kv_pass_bytes(const ModelSpec& spec, const KvPolicy& policy, int64_t chunk);
+
 // kv_context_bytes() per token: what each token of a `tokens`-token context costs in the budget.
 double kv_bytes_per_token(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens,
                           chat::Role role = chat::Role::user);
