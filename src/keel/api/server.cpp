@@ -301,9 +301,7 @@ struct Server::Impl {
   }
 
   Impl(ServedModel& model, SessionCache& session, ServerOptions options)
-      : state{model, session, options, ModelRegistry(model.folder_name(), options.aliases), {},
-              Scheduler(model, session, scheduler_options(options)),
-              PreparationGate(options.preparation_budget_bytes, options.max_body_bytes)},
+      : state(model, session, options, scheduler_options(options)),
         access(AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_keys}) {
     http::Limits limits;
     limits.max_body_bytes = state.options.max_body_bytes;

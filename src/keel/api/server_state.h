@@ -8,17 +8,27 @@
 // start or locked by its owner.
 #include <atomic>
 #include <chrono>
+#include <utility>
 
 #include "keel/api/metrics.h"
 #include "keel/api/model_registry.h"
 #include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
 #include "keel/engine/scheduler.h"
+#include "keel/engine/served_model.h"
 #include "keel/http/http_server.h"
 
 namespace keel::api {
 
 struct ServerState {
+  ServerState(ServedModel& served, SessionCache& sessions, ServerOptions opts, SchedulerOptions scheduling)
+      : model(served),
+        session(sessions),
+        options(std::move(opts)),
+        registry(served.folder_name(), options.aliases),
+        preparation(options.preparation_budget_bytes, options.max_body_bytes),
+        scheduler(served, sessions, scheduling) {}
+
   // HTTP threads call only its const members, which read what loading fixed: prepare() (template
   // rendering and tokenizing, many threads at once), tokenizer(), tool_call_format(), reasoning(),
   // dir(), weights() sizes. The engine thread alone calls transformer(): a forward pass owns the
@@ -31,7 +41,6 @@ struct ServerState {
   const ServerOptions options;  // read by every thread, written by none
   const ModelRegistry registry;  // likewise
   Metrics metrics;                // thread-safe (its own mutex): the engine counts turns, HTTP threads responses
-  Scheduler scheduler;            // thread-safe: HTTP threads submit and read stats; its thread runs the turns
   PreparationGate preparation;    // thread-safe: HTTP threads hold a share while they prepare a request
   // The tokens the live sequences hold after the last turn: written by the engine thread at the
   // end of each turn, read by /health and /metrics, which may not ask the session themselves.
@@ -42,6 +51,10 @@ struct ServerState {
   std::atomic<Clock::time_point> grace_ends{Clock::time_point::max()};
   std::atomic<bool> shutting_down{false};
   bool past_grace() const { return shutting_down && Clock::now() >= grace_ends.load(); }
+
+  // Thread-safe: HTTP threads submit and read stats; its thread runs the turns, whose callbacks
+  // use every member above. Last, so it is built after them and stopped before any of them goes.
+  Scheduler scheduler;
 };
 
 // Answers `error` in `protocol`'s envelope, with its Retry-After header when it has one. Any HTTP
