@@ -113,7 +113,7 @@ class Bench {
       finished_changed_.notify_all();
     };
     probe.submitted = Clock::now();
-    if (!scheduler_.submit(std::move(job))) throw Error("keel bench: the scheduler refused a turn (too many waiting)");
+    if (!scheduler_.submit(std::move(job))) throw Error("the scheduler refused a turn (too many waiting)");
     return probe;
   }
 
@@ -122,9 +122,9 @@ class Bench {
     std::unique_lock lock(mutex_);
     finished_changed_.wait(lock, [&] { return finished_ == probes_.size(); });
     for (const Probe& p : probes_) {
-      if (!p.error.empty()) throw Error("keel bench: a turn failed: " + p.error);
+      if (!p.error.empty()) throw Error("a turn failed: " + p.error);
       if (p.result.finish != TurnFinish::MaxTokens || p.samples.empty())
-        throw Error("keel bench: a turn ended after " + std::to_string(p.result.stats.output_tokens) +
+        throw Error("a turn ended after " + std::to_string(p.result.stats.output_tokens) +
                     " tokens instead of running all of them");
     }
   }
