@@ -16,7 +16,7 @@ namespace {
 
 SchedulerOptions checked(SchedulerOptions o) {
   if (o.parallel < 1) throw Error("the scheduler needs at least one running turn (parallel)");
-  if (o.prefill_chunk < 1 || o.prefill_tokens_while_decoding < 1)
+  if (o.prefill_chunk < 1 || o.prefill_tokens_when_shared < 1)
     throw Error("the prefill chunk must be at least one token");
   // Every decoding turn gets its token, and a prefill still moves in the same step.
   o.step_tokens = std::max<int64_t>(o.step_tokens, static_cast<int64_t>(o.parallel) + 1);
@@ -148,7 +148,7 @@ void Scheduler::step() {
   }
   std::stable_sort(prefilling.begin(), prefilling.end(),
                    [](const Entry* a, const Entry* b) { return a->turn->pending_tokens() < b->turn->pending_tokens(); });
-  if (!batch.empty()) budget = std::min(budget, options_.prefill_tokens_while_decoding);
+  if (running_.size() > 1) budget = std::min(budget, options_.prefill_tokens_when_shared);
   for (Entry* e : prefilling) {
     if (budget <= 0) break;
     take(*e, std::min(options_.prefill_chunk, budget));

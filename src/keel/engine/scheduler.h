@@ -2,7 +2,7 @@
 // The step scheduler: many turns at once, on one engine thread (vLLM v1's model). Each step spends
 // a token budget across the running turns: one token for every turn that is decoding, then
 // prefill chunks for the others, shortest first, so a short request is not stuck behind a long
-// prompt (fewer of them while some turn decodes, so its next token is not stuck either). The step's tokens run as one batched forward pass (arch/transformer.h): every weight is
+// prompt (and fewer of them while other turns run, so no turn waits long for a step to end). The step's tokens run as one batched forward pass (arch/transformer.h): every weight is
 // read once per step for all turns, and each turn gets the logits it would get alone (batch
 // invariance), so its tokens do not depend on what runs beside it.
 //
@@ -37,9 +37,10 @@ struct SchedulerOptions {
   size_t parallel = 4;          // turns running at once
   int64_t step_tokens = 512;    // tokens one step runs, decode tokens included
   int64_t prefill_chunk = 256;  // most prompt tokens of one turn in one step
-  // Most prompt tokens in a step that also decodes: a decoding turn gets one token per step, so a
-  // step must stay short while it waits (its time between tokens), at some cost to a long prompt.
-  int64_t prefill_tokens_while_decoding = 128;
+  // Most prompt tokens in a step while other turns run beside: each of them waits for the step
+  // (a decoding turn for its next token, a new one for its first), so it stays short, at some
+  // cost to a long prompt. Alone, a turn prefills up to step_tokens a step.
+  int64_t prefill_tokens_when_shared = 128;
   size_t max_waiting = 64;      // turns that may wait; submit() refuses more
 };
 
