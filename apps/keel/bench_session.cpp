@@ -2,6 +2,8 @@
 // prompt of --system-tokens tokens plus tool schemas, then N turns, each adding a user message and
 // the model's answer to the history. Reports, per turn, the prompt tokens prefilled versus reused
 // and the time to first token: with the prefix cache only the new tokens should be prefilled.
+// With --kv-disk the pool has a disk tier: run it twice with the same folder and the second run's
+// turn 1 reads the system prompt back instead of prefilling it (a restart of keel serve).
 #include <chrono>
 #include <cstdio>
 
@@ -49,7 +51,7 @@ std::string system_prompt(const ServedModel& model, int64_t target_tokens) {
 }  // namespace
 
 void bench_session(const std::string& model_dir, int threads, int turns, int64_t system_tokens, int64_t answer_tokens,
-                   const kv::KvPolicy& policy) {
+                   const kv::KvPolicy& policy, const kv::KvDiskOptions& disk) {
   ServedModelOptions o;
   o.dir = model_dir;
   o.threads = threads;
@@ -57,7 +59,13 @@ void bench_session(const std::string& model_dir, int threads, int turns, int64_t
   const int64_t context = system_tokens + static_cast<int64_t>(turns) * (answer_tokens + 64) + 1024;
   const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(model.weights().spec, kv::KvPolicy(), context) *
                                            static_cast<double>(context)) * 2;
-  SessionCache session(model.weights().spec, budget, policy, true, context);
+  SessionCache session(model.weights().spec, budget, policy, true, context, 1, disk);
+  if (disk.enabled()) {
+    const kv::KvDiskStats d = session.stats().disk;
+    std::printf("KV disk tier     %s: %lld block files (%.1f MiB) found, cap %.1f GiB\n", disk.dir.c_str(),
+                static_cast<long long>(d.files), static_cast<double>(d.bytes) / (1 << 20),
+                static_cast<double>(d.cap_bytes) / (1 << 30));
+  }
 
   json messages = json::array({{{"role", "system"}, {"content", system_prompt(model, system_tokens)}}});
   const json tools = coding_tools();
@@ -79,6 +87,14 @@ void bench_session(const std::string& model_dir, int threads, int turns, int64_t
                 static_cast<long long>(st.reused_tokens), static_cast<long long>(st.prompt_tokens - st.reused_tokens),
                 st.first_token_seconds * 1e3);
     messages.push_back({{"role", "assistant"}, {"content", answer.empty() ? std::string("ok") : answer}});
+  }
+  if (disk.enabled()) {
+    const kv::KvPoolStats s = session.stats();
+    std::printf("KV disk tier     %lld blocks read back (%.1f MiB), %lld corrupt, %lld mismatched; %lld files written "
+                "so far, %lld queued (written before exit)\n",
+                static_cast<long long>(s.disk_reused_blocks), static_cast<double>(s.disk.hit_bytes) / (1 << 20),
+                static_cast<long long>(s.disk.corrupt), static_cast<long long>(s.disk.mismatched),
+                static_cast<long long>(s.disk.writes), static_cast<long long>(s.disk.pending));
   }
 }
 

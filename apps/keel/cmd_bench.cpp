@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "bench_parallel.h"
 #include "bench_session.h"
+#include "kv_disk_flags.h"
 #include "keel/arch/transformer.h"
 #include "keel/engine/forward_loop.h"
 #include "keel/engine/sampler.h"
@@ -44,7 +45,7 @@ int bench_command(const CommandArgs& argv) {
   std::set<std::string> flags = kModelFlags;
   flags.insert({"prompt-tokens", "gen-tokens", "repeats", "kv-policy", "kv-context", "session", "system-tokens",
                 "answer-tokens", "parallel", "long-prompt-tokens", "short-requests", "short-prompt-tokens",
-                "short-gen-tokens", "short-interval-ms"});
+                "short-gen-tokens", "short-interval-ms", "kv-disk", "kv-disk-gb"});
   Args args(argv, flags, {"no-limits"});
   const kv::KvPolicy policy = kv::KvPolicy::parse(args.get_or("kv-policy", "full"));
   if (args.has("session")) {
@@ -52,10 +53,13 @@ int bench_command(const CommandArgs& argv) {
     const long threads = args.get_int("threads", 0, 0, kMaxThreads);
     const long system_tokens = args.get_int("system-tokens", 6000, 0, kMaxTokenCount);
     const long answer_tokens = args.get_int("answer-tokens", 32, 1, kMaxTokenCount);
-    bench_session(args.require("model"), static_cast<int>(threads), static_cast<int>(turns), system_tokens,
-                  answer_tokens, policy);
+    const std::string model = args.require("model");
+    const kv::KvDiskOptions disk = kv_disk_options(args.get("kv-disk"), args.get("kv-disk-gb"), model);
+    bench_session(model, static_cast<int>(threads), static_cast<int>(turns), system_tokens, answer_tokens, policy, disk);
     return 0;
   }
+  if (args.has("kv-disk") || args.has("kv-disk-gb"))
+    throw Error("--kv-disk and --kv-disk-gb belong to keel bench --session (the other modes open no prefix cache)");
   if (args.has("parallel")) {
     ParallelBenchOptions o;
     o.model_dir = args.require("model");

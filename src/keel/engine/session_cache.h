@@ -31,9 +31,9 @@ namespace keel {
 class SessionCache {
  public:
   // context: the most tokens one request may hold. max_live: how many finished turns keep their
-  // sequence live (at least 1).
+  // sequence live (at least 1). disk: the pool's disk tier (KvPool; none by default).
   SessionCache(const ModelSpec& spec, int64_t budget_bytes, kv::KvPolicy policy, bool rotate, int64_t context,
-               size_t max_live = 1);
+               size_t max_live = 1, const kv::KvDiskOptions& disk = {});
   ~SessionCache();
 
   // A sequence holding the longest cached prefix of `prompt` (its size() is the number of tokens

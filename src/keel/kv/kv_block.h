@@ -35,6 +35,8 @@ struct KvBlock {
   // Identity in the prefix cache; set when the block is published (cached == true).
   bool cached = false;
   uint64_t hash = 0;
+  uint64_t check = 0;         // the second chain (kv_chain_check), which names its file on disk
+  bool on_disk = false;       // written to (or read from) the disk tier, as far as the pool knows
   KvBlock* parent = nullptr;  // the cached block before it
   uint64_t cache_salt = 0;    // its namespace (KvPool::open): only sequences of the same salt reuse it
   std::array<int32_t, kKvBlockTokens> tokens{};

@@ -18,4 +18,10 @@ uint64_t kv_chain_root(std::string_view policy_spec, bool rotate);
 uint64_t kv_salted_root(uint64_t root, uint64_t cache_salt);
 uint64_t kv_chain_hash(uint64_t parent, std::span<const int32_t> tokens, KvFormat format);
 
+// A second, independent chain over the same inputs (other mixing constants), which the disk tier
+// stores beside the hash and names files by: on disk there is no parent block to compare, so a
+// file is served only when both 64-bit chains match (and its salt, format and tokens).
+uint64_t kv_check_root(uint64_t salted_root);
+uint64_t kv_chain_check(uint64_t parent_check, std::span<const int32_t> tokens, KvFormat format);
+
 }  // namespace keel::kv

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "keel/kv/kv_block_hash.h"
+#include "keel/kv/kv_disk_identity.h"
 #include "keel/kv/kv_format.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
@@ -21,7 +22,8 @@ std::string mib(int64_t bytes) {
 
 }  // namespace
 
-KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context)
+KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context,
+               const KvDiskOptions& disk)
     : spec_(spec),
       layout_(spec),
       budget_(budget_bytes),
@@ -37,9 +39,17 @@ KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, boo
   if (budget_bytes < static_cast<int64_t>(block))
     throw Error("KV memory budget of " + std::to_string(budget_bytes) + " bytes cannot hold one block of " +
                 std::to_string(kKvBlockTokens) + " tokens (" + std::to_string(block) + " bytes)");
+  if (disk.enabled())
+    disk_ = std::make_unique<KvDiskTier>(disk, kv_disk_namespace(disk.model_identity, layout_, chain_root_), layout_);
 }
 
-KvPool::~KvPool() = default;
+KvPool::~KvPool() {
+  if (!disk_) return;
+  std::lock_guard lock(mu_);
+  for (auto& [key, block] : blocks_)
+    if (block->cached) offer_to_disk_locked(*block, true, true);
+  // disk_ goes first of the members: its destructor writes what is still queued.
+}
 
 bool KvPool::rotated(KvFormat format) const { return rotate_ && rotated_by_default(format); }
 
@@ -48,19 +58,26 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
   if (roles.size() != tokens.size())
     throw Error("KV pool: " + std::to_string(tokens.size()) + " tokens but " + std::to_string(roles.size()) + " roles");
   std::unique_ptr<KvSequence> seq(new KvSequence(*this, cache_salt));
-  std::lock_guard lock(mu_);
-  // Whole blocks only, and never the last token: the caller needs its logits.
+  // Whole blocks only, and never the last token: the caller needs its logits. Each block's place
+  // in both chains (hash, check) and its format, from the tokens alone.
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t max_blocks = n > 0 ? (n - 1) / kKvBlockTokens : 0;
-  uint64_t hash = kv_salted_root(chain_root_, cache_salt);
-  KvBlock* parent = nullptr;
+  std::vector<KvDiskBlockId> chain(static_cast<size_t>(max_blocks));
+  uint64_t hash = kv_salted_root(chain_root_, cache_salt), check = kv_check_root(hash);
   for (int64_t b = 0; b < max_blocks; ++b) {
     const auto at = static_cast<size_t>(b * kKvBlockTokens);
-    const auto ids = tokens.subspan(at, kKvBlockTokens);
-    const KvFormat format = policy_.block_format(roles.subspan(at, kKvBlockTokens), b * kKvBlockTokens);
-    hash = kv_chain_hash(hash, ids, format);
-    KvBlock* block = find_cached_locked(hash, parent, ids, format, cache_salt);
-    if (block == nullptr) break;
+    KvDiskBlockId& id = chain[static_cast<size_t>(b)];
+    id.parent_hash = hash;
+    id.parent_check = check;
+    id.cache_salt = cache_salt;
+    id.format = policy_.block_format(roles.subspan(at, kKvBlockTokens), b * kKvBlockTokens);
+    std::copy_n(tokens.begin() + static_cast<std::ptrdiff_t>(at), kKvBlockTokens, id.tokens.begin());
+    hash = id.hash = kv_chain_hash(hash, id.tokens, id.format);
+    check = id.check = kv_chain_check(check, id.tokens, id.format);
+  }
+
+  KvBlock* parent = nullptr;
+  auto reuse = [&](KvBlock* block) {
     hold_locked(*block);
     ++block->full_pins;  // pinned_from_ == 0: the first forward pass settles which rows stay
     for (int64_t g = 0; g < layout_.group_count(); ++g)
@@ -68,6 +85,40 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
     touch_locked(*block);
     seq->blocks_.push_back(block);
     parent = block;
+  };
+  std::unique_lock lock(mu_);
+  size_t b = 0;
+  for (; b < chain.size(); ++b) {
+    const KvDiskBlockId& id = chain[b];
+    KvBlock* block = find_cached_locked(id.hash, parent, id.tokens, id.format, cache_salt);
+    if (block == nullptr) break;
+    reuse(block);
+  }
+  if (disk_ && b < chain.size()) {
+    // Where RAM ends, the chain may go on on disk. Files are read without the pool's lock (the
+    // blocks reused so far are held, so nothing evicts them meanwhile).
+    lock.unlock();
+    std::vector<KvDiskBlock> loaded;
+    for (size_t d = b; d < chain.size(); ++d) {
+      std::optional<KvDiskBlock> block = disk_->load(chain[d]);
+      if (!block) break;
+      loaded.push_back(std::move(*block));
+    }
+    lock.lock();
+    for (KvDiskBlock& data : loaded) {
+      const KvDiskBlockId& id = chain[b];
+      KvBlock* block = find_cached_locked(id.hash, parent, id.tokens, id.format, cache_salt);  // published meanwhile?
+      if (block == nullptr) {
+        try {
+          block = adopt_disk_block_locked(std::move(data), parent);
+        } catch (const CapacityError&) {
+          break;  // the budget is held by live sequences: prefill the rest as without the disk
+        }
+        ++disk_reused_blocks_;
+      }
+      reuse(block);
+      ++b;
+    }
   }
   const int64_t matched = static_cast<int64_t>(seq->blocks_.size()) * kKvBlockTokens;
   seq->ids_.assign(tokens.begin(), tokens.begin() + matched);
@@ -77,6 +128,68 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
   (seq->size_ > 0 ? prefix_hits_ : prefix_misses_) += 1;
   reused_tokens_ += seq->size_;
   return seq;
+}
+
+KvDiskBlock KvPool::disk_block_locked(KvBlock& block, bool take_rows) {
+  KvDiskBlock d;
+  KvDiskBlockId& id = d.id;
+  id.hash = block.hash;
+  id.check = block.check;
+  id.parent_hash = block.parent != nullptr ? block.parent->hash : kv_salted_root(chain_root_, block.cache_salt);
+  id.parent_check = block.parent != nullptr ? block.parent->check : kv_check_root(id.parent_hash);
+  id.cache_salt = block.cache_salt;
+  id.format = block.format;
+  id.tokens = block.tokens;
+  d.full_kept_for_branch = block.full_kept_for_branch;
+  d.groups.resize(block.groups.size());
+  for (size_t g = 0; g < block.groups.size(); ++g) {
+    KvGroupRows& rows = block.groups[g];
+    KvDiskGroupRows& out = d.groups[g];
+    out.quantized_layers = rows.quantized_layers;
+    out.kept_for_branch = rows.kept_for_branch;
+    if (take_rows) {
+      // The block is going: its rows move to the writer and leave the budget now.
+      add_bytes_locked(KvFormat::BF16, -static_cast<int64_t>(rows.full.size()));
+      add_bytes_locked(block.format, -static_cast<int64_t>(rows.quantized.size()));
+      out.full.swap(rows.full);
+      out.quantized.swap(rows.quantized);
+      rows.quantized_layers = 0;
+    } else {
+      out.full = rows.full;
+      out.quantized = rows.quantized;
+    }
+  }
+  return d;
+}
+
+void KvPool::offer_to_disk_locked(KvBlock& block, bool take_rows, bool wait) {
+  if (!disk_ || !block.cached) return;
+  if (block.on_disk && disk_->contains(block.hash, block.check)) return;
+  block.on_disk = disk_->store(disk_block_locked(block, take_rows), wait);
+}
+
+KvBlock* KvPool::adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent) {
+  reserve_locked(static_cast<size_t>(data.row_bytes()));
+  auto owned = std::make_unique<KvBlock>();
+  KvBlock* block = owned.get();
+  block->format_known = true;
+  block->format = data.id.format;
+  block->full_kept_for_branch = data.full_kept_for_branch;
+  block->on_disk = true;
+  block->groups.resize(data.groups.size());
+  for (size_t g = 0; g < data.groups.size(); ++g) {
+    KvDiskGroupRows& in = data.groups[g];
+    KvGroupRows& rows = block->groups[g];
+    add_bytes_locked(KvFormat::BF16, static_cast<int64_t>(in.full.size()));
+    add_bytes_locked(block->format, static_cast<int64_t>(in.quantized.size()));
+    rows.full = std::move(in.full);
+    rows.quantized = std::move(in.quantized);
+    rows.quantized_layers = in.quantized_layers;
+    rows.kept_for_branch = in.kept_for_branch;
+  }
+  blocks_.emplace(block, std::move(owned));
+  insert_cached_locked(*block, data.id.hash, parent, data.id.tokens, data.id.cache_salt);
+  return block;
 }
 
 KvPoolStats KvPool::stats() const {
@@ -98,6 +211,8 @@ KvPoolStats KvPool::stats() const {
   s.evictions = evictions_;
   s.quantizations = quantizations_;
   s.requantizations = requantizations_;
+  s.disk_reused_blocks = disk_reused_blocks_;
+  if (disk_) s.disk = disk_->stats();
   return s;
 }
 
@@ -252,6 +367,7 @@ void KvPool::evict_locked(KvBlock& block) {
   }
   KvBlock* parent = block.parent;
   ++evictions_;
+  offer_to_disk_locked(block, true, false);  // before it goes, unless the folder has it
   destroy_locked(block);
   if (parent != nullptr) {
     --parent->children;
@@ -286,11 +402,16 @@ void KvPool::insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent
   block.parent = parent;
   block.cache_salt = cache_salt;
   std::copy(tokens.begin(), tokens.end(), block.tokens.begin());
+  block.check = kv_chain_check(parent != nullptr ? parent->check : kv_check_root(kv_salted_root(chain_root_, cache_salt)),
+                               tokens, block.format);
   if (parent != nullptr) {
     if (evictable(*parent)) evictable_.erase({parent->last_use, parent});
     ++parent->children;
   }
   cached_.emplace(hash, &block);
+  // Written as soon as it is published (a copy, queued), so a crash or SIGTERM loses little;
+  // a full queue leaves it for its eviction.
+  offer_to_disk_locked(block, false, false);
 }
 
 }  // namespace keel::kv

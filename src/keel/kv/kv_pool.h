@@ -18,6 +18,13 @@
 // publish, trim, set_size, destruction) may run on different threads; stats() never blocks for
 // long. Forward passes of different sequences must not overlap (one engine thread runs them in turn).
 // All sequences must be destroyed before their pool.
+//
+// Disk tier (keel/kv/kv_disk_tier.h, optional): a block is offered to it when it is published (a
+// copy, queued to the tier's writer thread, so a crash or SIGTERM loses little), again when RAM
+// evicts it if the folder no longer has it (its rows move to the writer), and at destruction for
+// every cached block the folder lacks. open() continues the chain walk on disk where RAM ends,
+// reading files without the pool's lock; a block read back counts against the budget like any
+// other and holds exactly the rows it held when written, so reuse stays exact.
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -29,6 +36,7 @@
 #include "keel/chat/chat_roles.h"
 #include "keel/kv/kv_block.h"
 #include "keel/kv/kv_block_layout.h"
+#include "keel/kv/kv_disk_tier.h"
 #include "keel/kv/kv_policy.h"
 #include "keel/kv/kv_pool_stats.h"
 #include "keel/kv/kv_sequence.h"
@@ -42,7 +50,11 @@ class KvPool {
   // each sequence's capacity() (0: the model's max_position). Throws keel::Error when the budget
   // cannot hold one block, the policy quantizes a head_dim that is not a multiple of 32, or the
   // model has layers the pool cannot store (kv_layer_groups(): the message names the layers).
-  KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context = 0);
+  // `disk`: the disk tier's folder, cap and the model's identity (none when disk.dir is empty;
+  // throws keel::Error when the folder cannot be created).
+  KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context = 0,
+         const KvDiskOptions& disk = {});
+  // Offers the disk tier every cached block it lacks, and waits until they are written.
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -99,6 +111,12 @@ class KvPool {
   void insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens,
                             uint64_t cache_salt);
   bool rotated(KvFormat format) const;
+  // The disk tier's form of a cached block; take_rows moves its rows out (it is being evicted).
+  KvDiskBlock disk_block_locked(KvBlock& block, bool take_rows);
+  void offer_to_disk_locked(KvBlock& block, bool take_rows, bool wait);
+  // A cached block made from what the disk tier read, its bytes counted (throws CapacityError
+  // before changing anything when the budget cannot take them).
+  KvBlock* adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent);
 
   const ModelSpec spec_;
   const KvBlockLayout layout_;
@@ -116,7 +134,9 @@ class KvPool {
   int64_t used_ = 0;
   std::array<int64_t, kKvFormatCount> bytes_by_format_{};
   int64_t prefix_hits_ = 0, prefix_misses_ = 0, reused_tokens_ = 0, evictions_ = 0;
-  int64_t quantizations_ = 0, requantizations_ = 0;
+  int64_t quantizations_ = 0, requantizations_ = 0, disk_reused_blocks_ = 0;
+
+  std::unique_ptr<KvDiskTier> disk_;  // null without a disk tier; thread-safe on its own
 };
 
 }  // namespace keel::kv

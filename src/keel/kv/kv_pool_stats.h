@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iterator>
 
+#include "keel/kv/kv_disk_stats.h"
 #include "keel/kv/kv_format_cost.h"
 
 namespace keel::kv {
@@ -28,6 +29,8 @@ struct KvPoolStats {
   int64_t evictions = 0;      // cached blocks freed to make room
   int64_t quantizations = 0;  // (block, layer) pairs quantized from full precision
   int64_t requantizations = 0;  // (block, layer) pairs asked to quantize again: always 0
+  int64_t disk_reused_blocks = 0;  // blocks open() brought back from the disk tier into RAM
+  KvDiskStats disk;                // the disk tier's counters (disk.enabled false without one)
 
   int64_t bytes(KvFormat f) const { return bytes_by_format[static_cast<size_t>(f)]; }
   double hit_rate() const {
