@@ -112,13 +112,11 @@ KvDiskTier::~KvDiskTier() {
   writer_.join();
 }
 
-bool KvDiskTier::store(KvDiskBlock block, bool wait) {
+bool KvDiskTier::store(KvDiskBlock block, Queue queue) {
   const std::string name = kv_disk_file_name(block.id.hash, block.id.check);
   const int64_t bytes = block.row_bytes();
   std::unique_lock lock(mu_);
-  if (wait)
-    changed_.wait(lock, [&] { return queue_bytes_ == 0 || queue_bytes_ + bytes <= queue_cap_; });
-  else if (queue_bytes_ > 0 && queue_bytes_ + bytes > queue_cap_) {
+  if (queue == Queue::IfRoom && queue_bytes_ > 0 && queue_bytes_ + bytes > queue_cap_) {
     ++stats_.dropped;
     return false;
   }
@@ -235,7 +233,12 @@ void KvDiskTier::write_file(const std::string& name, const KvDiskBlock& block) {
   }
   ++stats_.writes;
   stats_.write_bytes += static_cast<int64_t>(bytes.size());
-  index_locked(folder_key_ + name, static_cast<int64_t>(bytes.size()), next_stamp_locked());
+  const int64_t stamp = next_stamp_locked();
+  index_locked(folder_key_ + name, static_cast<int64_t>(bytes.size()), stamp);
+  // The file's mtime is its stamp, to the nanosecond (the kernel's own is coarser): a restart
+  // reads back the same order.
+  std::error_code ec;
+  std::filesystem::last_write_time(path, time_of(stamp), ec);
   evict_to_cap_locked();
 }
 

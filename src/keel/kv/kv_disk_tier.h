@@ -39,8 +39,8 @@ struct KvDiskOptions {
   std::filesystem::path dir;          // empty: no disk tier
   int64_t max_bytes = int64_t{8} << 30;  // the folder's cap (--kv-disk-gb)
   uint64_t model_identity = 0;        // kv_model_identity(model folder)
-  // Blocks waiting for the writer, at most (RAM besides the pool's budget); a block that finds the
-  // queue full is not written when published, only later when RAM evicts it.
+  // Copies of published blocks waiting for the writer, at most (RAM besides the pool's budget); a
+  // block that finds the queue full is not written when published, only when RAM evicts it.
   int64_t queue_bytes = int64_t{256} << 20;
   bool enabled() const { return !dir.empty(); }
 };
@@ -56,9 +56,13 @@ class KvDiskTier {
   KvDiskTier(const KvDiskTier&) = delete;
   KvDiskTier& operator=(const KvDiskTier&) = delete;
 
-  // Queues the block for writing. wait == false: returns false at once (counted in `dropped`) when
-  // the queue is full; wait == true: waits for room (shutdown, when nothing else runs).
-  bool store(KvDiskBlock block, bool wait);
+  enum class Queue {
+    IfRoom,  // a copy (a block just published): refused, counted in `dropped`, when the queue is full
+    Always,  // rows moved out of RAM (an evicted block): queued whatever the queue holds, since
+             // their memory left the budget as they came; the pool's eviction rate bounds it
+  };
+  // Queues the block for the writer thread; false when refused.
+  bool store(KvDiskBlock block, Queue queue);
   // The block `id` names, checked byte for byte: from the write queue, else from its file. Nothing
   // when there is no such file or it was refused (then it is removed and counted).
   std::optional<KvDiskBlock> load(const KvDiskBlockId& id);

@@ -47,7 +47,7 @@ KvPool::~KvPool() {
   if (!disk_) return;
   std::lock_guard lock(mu_);
   for (auto& [key, block] : blocks_)
-    if (block->cached) offer_to_disk_locked(*block, true, true);
+    if (block->cached) offer_to_disk_locked(*block, true);
   // disk_ goes first of the members: its destructor writes what is still queued.
 }
 
@@ -162,10 +162,11 @@ KvDiskBlock KvPool::disk_block_locked(KvBlock& block, bool take_rows) {
   return d;
 }
 
-void KvPool::offer_to_disk_locked(KvBlock& block, bool take_rows, bool wait) {
+void KvPool::offer_to_disk_locked(KvBlock& block, bool take_rows) {
   if (!disk_ || !block.cached) return;
   if (block.on_disk && disk_->contains(block.hash, block.check)) return;
-  block.on_disk = disk_->store(disk_block_locked(block, take_rows), wait);
+  block.on_disk = disk_->store(disk_block_locked(block, take_rows),
+                               take_rows ? KvDiskTier::Queue::Always : KvDiskTier::Queue::IfRoom);
 }
 
 KvBlock* KvPool::adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent) {
@@ -367,7 +368,7 @@ void KvPool::evict_locked(KvBlock& block) {
   }
   KvBlock* parent = block.parent;
   ++evictions_;
-  offer_to_disk_locked(block, true, false);  // before it goes, unless the folder has it
+  offer_to_disk_locked(block, true);  // before it goes, unless the folder has it
   destroy_locked(block);
   if (parent != nullptr) {
     --parent->children;
@@ -411,7 +412,7 @@ void KvPool::insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent
   cached_.emplace(hash, &block);
   // Written as soon as it is published (a copy, queued), so a crash or SIGTERM loses little;
   // a full queue leaves it for its eviction.
-  offer_to_disk_locked(block, false, false);
+  offer_to_disk_locked(block, false);
 }
 
 }  // namespace keel::kv

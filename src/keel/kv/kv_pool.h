@@ -113,7 +113,9 @@ class KvPool {
   bool rotated(KvFormat format) const;
   // The disk tier's form of a cached block; take_rows moves its rows out (it is being evicted).
   KvDiskBlock disk_block_locked(KvBlock& block, bool take_rows);
-  void offer_to_disk_locked(KvBlock& block, bool take_rows, bool wait);
+  // Queues the block for the disk unless the folder has it: a copy if it stays (take_rows false,
+  // dropped when the queue is full), else its rows.
+  void offer_to_disk_locked(KvBlock& block, bool take_rows);
   // A cached block made from what the disk tier read, its bytes counted (throws CapacityError
   // before changing anything when the budget cannot take them).
   KvBlock* adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent);
