@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "keel/ops/bf16_dot_x86.h"
+#include "keel/ops/mlx_bf16_x86.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/util/half.h"
 
@@ -90,7 +91,30 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
     return;
   }
 
-  // MLX weights: unpacked in registers, each unpacked vector shared by up to four tokens.
+  // MLX weights with AVX512_BF16: raw codes times bf16 activations, scale and bias per group
+  // (mlx_bf16_x86.h). The caller's thread owns the activations; workers only read them.
+  if ((w.format == WeightFormat::MLX4 || w.format == WeightFormat::MLX8) && mlx_bf16_supported(mlx_rows(w))) {
+    const MlxRows m = mlx_rows(w);
+    thread_local MlxBf16Activations caller_act;
+    MlxBf16Activations& act = caller_act;  // a lambda naming the thread_local would get its worker's own
+    size_mlx_bf16_activations(m, n_tokens, act);
+    constexpr int64_t kTokensPerTask = 8;
+    if (n_tokens <= kTokensPerTask) {
+      prepare_mlx_bf16_activations(m, x, 0, n_tokens, act);
+    } else {
+      pool.parallel_for(static_cast<size_t>((n_tokens + kTokensPerTask - 1) / kTokensPerTask), [&](size_t task, int) {
+        const int64_t t0 = static_cast<int64_t>(task) * kTokensPerTask;
+        prepare_mlx_bf16_activations(m, x, t0, std::min(n_tokens, t0 + kTokensPerTask), act);
+      });
+    }
+    pool.parallel_for(tasks, [&](size_t task, int) {
+      auto [r0, r1] = rows_of(task);
+      gemm_mlx_bf16(m, act, n_tokens, r0, r1, y + r0, w.rows);
+    });
+    return;
+  }
+
+  // MLX weights elsewhere: unpacked in registers, each unpacked vector shared by up to four tokens.
   if (w.format == WeightFormat::MLX4 || w.format == WeightFormat::MLX8) {
     pool.parallel_for(tasks, [&](size_t task, int) {
       auto [r0, r1] = rows_of(task);

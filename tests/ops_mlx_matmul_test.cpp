@@ -1,0 +1,158 @@
+// MLX 4- and 8-bit products (ops::matmul on MLX4/MLX8 matrices): each output is the dot product of
+// the dequantized row (scale * q + bias per group) with the activations, for every group size
+// MLX writes and for widths that do not fill the kernels' blocks; one token gives exactly the
+// bits of its row in a call of many, and a call's row range does not matter (the thread pool
+// splits rows into tasks of 16, so 37 rows end in a short task).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "keel/ops/matmul.h"
+#include "keel/util/half.h"
+
+namespace {
+
+using namespace keel;
+
+struct MlxMatrix {
+  std::vector<uint32_t> words;
+  Matrix m;
+};
+
+// A random (rows, cols) MLX matrix: codes uniform, scales and biases as MLX's affine quantizer
+// makes them (bias = the group's minimum, scale = its range / levels), rounded to bf16 as MLX stores them.
+MlxMatrix random_mlx(int bits, int group, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  MlxMatrix out;
+  out.words.resize(static_cast<size_t>(rows * cols * bits / 32));
+  for (auto& w : out.words) w = static_cast<uint32_t>(rng());
+  Matrix& m = out.m;
+  m.format = bits == 4 ? WeightFormat::MLX4 : WeightFormat::MLX8;
+  m.rows = rows;
+  m.cols = cols;
+  m.group_size = group;
+  m.data = reinterpret_cast<const uint8_t*>(out.words.data());
+  std::uniform_real_distribution<float> lo(-0.2f, 0.0f), range(0.01f, 0.4f);
+  const int levels = (1 << bits) - 1;
+  for (int64_t g = 0; g < rows * cols / group; ++g) {
+    m.scales.push_back(bf16_to_float(float_to_bf16(range(rng) / static_cast<float>(levels))));
+    m.biases.push_back(bf16_to_float(float_to_bf16(lo(rng))));
+  }
+  m.scales.resize(m.scales.size() + kMlxScalePadding, 0.0f);
+  m.biases.resize(m.biases.size() + kMlxScalePadding, 0.0f);
+  return out;
+}
+
+std::vector<float> random_x(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+struct Shape {
+  int bits, group;
+  int64_t rows, cols;
+};
+
+class OpsMlxMatmul : public ::testing::TestWithParam<Shape> {};
+
+// Against the dequantized rows in double precision. The kernels may round the activations to
+// bf16 (as the bf16 path does), so the reference is taken both ways: with the rounded activations
+// it must agree to float accumulation error (any misplaced code or scale is far outside), with the
+// exact ones to the rounding of x (2^-9 of each |w x| term).
+TEST_P(OpsMlxMatmul, MatchesTheDequantizedRows) {
+  const Shape s = GetParam();
+  const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 11u + static_cast<uint32_t>(s.cols));
+  const int64_t tokens = 5;
+  const std::vector<float> x = random_x(tokens * s.cols, 7);
+  ThreadPool pool(2);
+  std::vector<float> y(static_cast<size_t>(tokens * s.rows));
+  ops::matmul(w.m, x.data(), tokens, y.data(), pool);
+
+  std::vector<float> row(static_cast<size_t>(s.cols));
+  for (int64_t r = 0; r < s.rows; ++r) {
+    ops::decode_row(w.m, r, row.data());
+    for (int64_t t = 0; t < tokens; ++t) {
+      double exact = 0, rounded = 0, magnitude = 0;
+      for (int64_t c = 0; c < s.cols; ++c) {
+        const double wv = row[static_cast<size_t>(c)];
+        const float xv = x[static_cast<size_t>(t * s.cols + c)];
+        exact += wv * xv;
+        rounded += wv * bf16_to_float(float_to_bf16(xv));
+        magnitude += std::abs(wv * xv);
+      }
+      const double got = y[static_cast<size_t>(t * s.rows + r)];
+      const double to_rounded = std::abs(got - rounded), to_exact = std::abs(got - exact);
+      EXPECT_TRUE(to_rounded <= 2e-5 * magnitude + 1e-6 || to_exact <= 2e-5 * magnitude + 1e-6)
+          << "row " << r << " token " << t << ": " << got << " vs " << rounded << " (x in bf16) or " << exact;
+      EXPECT_LE(to_exact, 4e-3 * magnitude + 1e-6) << "row " << r << " token " << t;
+    }
+  }
+}
+
+// The invariant chunked prefill rests on: token t alone gives the bits of token t among seven.
+TEST_P(OpsMlxMatmul, OneTokenEqualsItsRowInSeven) {
+  const Shape s = GetParam();
+  const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 5u + static_cast<uint32_t>(s.rows));
+  const int64_t tokens = 7;
+  const std::vector<float> x = random_x(tokens * s.cols, 3);
+  ThreadPool pool(2);
+  std::vector<float> many(static_cast<size_t>(tokens * s.rows)), one(static_cast<size_t>(s.rows));
+  std::vector<float> two(static_cast<size_t>(2 * s.rows));
+  ops::matmul(w.m, x.data(), tokens, many.data(), pool);
+  for (int64_t t = 0; t < tokens; ++t) {
+    ops::matmul(w.m, x.data() + t * s.cols, 1, one.data(), pool);
+    for (int64_t r = 0; r < s.rows; ++r)
+      ASSERT_EQ(one[static_cast<size_t>(r)], many[static_cast<size_t>(t * s.rows + r)]) << "token " << t << " row " << r;
+  }
+  // And a call of two (a remainder after a 4-token block in some kernels) starting at token 5.
+  ops::matmul(w.m, x.data() + 5 * s.cols, 2, two.data(), pool);
+  for (int64_t i = 0; i < 2 * s.rows; ++i)
+    ASSERT_EQ(two[static_cast<size_t>(i)], many[static_cast<size_t>(5 * s.rows + i)]) << i;
+}
+
+// A matrix of one row out of a larger one gives the same bits: rows are summed independently.
+TEST_P(OpsMlxMatmul, RowsDoNotDependOnTheirNeighbours) {
+  const Shape s = GetParam();
+  const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 9);
+  const int64_t tokens = 6;
+  const std::vector<float> x = random_x(tokens * s.cols, 4);
+  ThreadPool pool(1);
+  std::vector<float> all(static_cast<size_t>(tokens * s.rows)), last(static_cast<size_t>(tokens));
+  ops::matmul(w.m, x.data(), tokens, all.data(), pool);
+  // The last row alone: same words, scales and biases, viewed as a 1-row matrix.
+  const int64_t r = s.rows - 1, groups = s.cols / s.group;
+  Matrix one_row;
+  one_row.format = w.m.format;
+  one_row.rows = 1;
+  one_row.cols = s.cols;
+  one_row.group_size = s.group;
+  one_row.data = w.m.data + r * static_cast<int64_t>(w.m.row_bytes());
+  one_row.scales.assign(w.m.scales.begin() + r * groups, w.m.scales.begin() + (r + 1) * groups);
+  one_row.biases.assign(w.m.biases.begin() + r * groups, w.m.biases.begin() + (r + 1) * groups);
+  one_row.scales.resize(one_row.scales.size() + kMlxScalePadding, 0.0f);
+  one_row.biases.resize(one_row.biases.size() + kMlxScalePadding, 0.0f);
+  ops::matmul(one_row, x.data(), tokens, last.data(), pool);
+  for (int64_t t = 0; t < tokens; ++t)
+    EXPECT_EQ(last[static_cast<size_t>(t)], all[static_cast<size_t>(t * s.rows + r)]) << "token " << t;
+}
+
+// Widths: a kernel block is 256 elements at 4 bits and 128 at 8, so 96, 224, 704 (the
+// tiny-toolcaller FFN) and 1056 end mid-block; 512 fills it. Rows: 37 (tasks of 16 and a short
+// one, tiles of 4 and a remainder), 3 (under one tile).
+const Shape kShapes[] = {
+    {4, 32, 37, 96},   {4, 32, 3, 1056}, {4, 64, 37, 704},  {4, 64, 5, 512},  {4, 128, 37, 1152}, {4, 128, 2, 384},
+    {8, 32, 37, 224},  {8, 32, 4, 96},   {8, 64, 37, 704},  {8, 64, 3, 512},  {8, 128, 37, 1152}, {8, 128, 6, 384},
+};
+
+INSTANTIATE_TEST_SUITE_P(Shapes, OpsMlxMatmul, ::testing::ValuesIn(kShapes), [](const auto& info) {
+  const Shape& s = info.param;
+  return "mlx" + std::to_string(s.bits) + "_g" + std::to_string(s.group) + "_" + std::to_string(s.rows) + "x" +
+         std::to_string(s.cols);
+});
+
+}  // namespace
