@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "kv_disk_flags.h"
 #include "keel/api/http_access.h"
 #include "keel/api/model_registry.h"
 #include "keel/api/preparation_gate.h"
@@ -241,7 +242,8 @@ void wait_for_shutdown_signal(api::Server& server, std::chrono::seconds grace) {
 int serve_command(const CommandArgs& argv) {
   Args args(argv, {"model", "alias", "host", "port", "api-key", "threads", "context", "kv-policy", "kv-memory",
                    "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb",
-                   "allow-origin", "allow-host", "api-key-file", "shutdown-grace", "parallel"});
+                   "allow-origin", "allow-host", "api-key-file", "shutdown-grace", "parallel", "kv-disk", "kv-disk-gb",
+                   "warm", "capture-requests"});
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const auto model_dir = flag_or_env(args, "model");
   if (!model_dir) throw Error("--model DIR is required (or KEEL_MODEL)");
@@ -281,6 +283,18 @@ int serve_command(const CommandArgs& argv) {
   const std::string rotate = flag_or_env(args, "kv-rotate").value_or("on");
   if (rotate != "on" && rotate != "off") throw Error("--kv-rotate: '" + rotate + "' is neither on nor off");
 
+  // Warm-up requests are read and parsed now: a bad file costs nothing.
+  std::vector<api::WarmRequest> warm;
+  for (const std::string& path : list_flag(args, "warm")) warm.push_back(api::read_warm_request(path));
+  if (auto dir = flag_or_env(args, "capture-requests")) {
+    if (dir->empty()) throw Error("--capture-requests: the folder is empty");
+    options.capture_dir = *dir;
+  }
+
+  // The model's identity for the disk tier is read (a few pages per weight file) before the model
+  // loads; the tier's folder is made and indexed with the pool.
+  const kv::KvDiskOptions disk = kv_disk_options(flag_or_env(args, "kv-disk"), flag_or_env(args, "kv-disk-gb"), *model_dir);
+
   ServedModelOptions model_options;
   model_options.dir = *model_dir;
   model_options.threads = threads;
@@ -293,7 +307,8 @@ int serve_command(const CommandArgs& argv) {
   const auto pool_tokens = static_cast<int64_t>(static_cast<double>(serving.kv_budget) / std::max(bytes_per_token, 1.0));
   options.parallel = static_cast<size_t>(parallel_flag ? parallel_flag
                                                       : std::clamp<int64_t>(pool_tokens / kTokensPerParallelTurn, 2, 8));
-  SessionCache session(spec, serving.kv_budget, serving.policy, rotate == "on", plan.context, 2 * options.parallel);
+  SessionCache session(spec, serving.kv_budget, serving.policy, rotate == "on", plan.context, 2 * options.parallel,
+                       disk);
 
   options.aliases = args.get_all("alias");
   if (options.aliases.empty())
@@ -307,6 +322,8 @@ int serve_command(const CommandArgs& argv) {
   std::fprintf(stderr, "keel serve: reasoning: %s\n", toolcall::describe_reasoning_control(model.reasoning()).c_str());
   std::fprintf(stderr, "keel serve: KV policy: %s (%s), rotation %s\n", serving.policy.describe().c_str(),
                serving.policy_origin.c_str(), rotate.c_str());
+  if (disk.enabled())
+    std::fprintf(stderr, "keel serve: %s\n", describe_kv_disk(session.stats().disk, disk.dir).c_str());
   std::fprintf(stderr, "keel serve: scheduler: up to %zu turns at once%s, batched; %zu live sequences kept\n",
                options.parallel, parallel_flag ? " (--parallel)" : " (from the KV pool's size)",
                2 * options.parallel);
@@ -346,6 +363,15 @@ int serve_command(const CommandArgs& argv) {
   std::fprintf(stderr, "keel serve: listening on http://%s:%d\n", options.host.c_str(), port);
   std::fflush(stderr);
 
+  if (!options.capture_dir.empty())
+    std::fprintf(stderr, "keel serve: --capture-requests: every chat request's body is saved under %s (whole "
+                         "conversations: keep the folder private)\n", options.capture_dir.c_str());
+  if (!warm.empty()) {
+    std::fprintf(stderr, "keel serve: warming: %zu request%s prefill in the background (/health says \"warming\": "
+                         "true until done)\n", warm.size(), warm.size() == 1 ? "" : "s");
+    server.warm(std::move(warm));
+  }
+  std::fflush(stderr);
   std::thread signal_waiter([&server, grace = options.shutdown_grace] { wait_for_shutdown_signal(server, grace); });
   signal_waiter.detach();
   server.run();

@@ -7,6 +7,7 @@
 
 #include "keel/api/http_access.h"
 #include "keel/api/log_text.h"
+#include "keel/api/request_capture.h"
 #include "keel/api/server_state.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -95,6 +96,20 @@ int64_t resident_bytes() {
   return resident * 4096;
 }
 
+// The disk tier (--kv-disk): null without one.
+nlohmann::ordered_json disk_json(const kv::KvPoolStats& st) {
+  const kv::KvDiskStats& d = st.disk;
+  if (!d.enabled) return nullptr;
+  return {{"cap_bytes", d.cap_bytes},       {"files", d.files},
+          {"bytes", d.bytes},               {"hits", d.hits},
+          {"hit_bytes", d.hit_bytes},       {"reused_blocks", st.disk_reused_blocks},
+          {"misses", d.misses},             {"writes", d.writes},
+          {"write_bytes", d.write_bytes},   {"evictions", d.evictions},
+          {"corrupt", d.corrupt},           {"mismatched", d.mismatched},
+          {"write_errors", d.write_errors}, {"dropped", d.dropped},
+          {"pending", d.pending}};
+}
+
 nlohmann::ordered_json kv_json(const ServerState& s) {
   const kv::KvPoolStats st = s.session.stats();
   // Prefix reuse is counted per turn in Metrics (reuse through the live sequence never opens a
@@ -114,7 +129,8 @@ nlohmann::ordered_json kv_json(const ServerState& s) {
           {"prefix_cache", {{"hits", prefix.hits}, {"misses", prefix.misses}, {"hit_rate", prefix.hit_rate()},
                             {"reused_tokens", prefix.reused_tokens}, {"evictions", st.evictions}}},
           {"quantizations", st.quantizations},
-          {"requantizations", st.requantizations}};
+          {"requantizations", st.requantizations},
+          {"disk", disk_json(st)}};
 }
 
 // Pool gauges for /metrics.
@@ -131,6 +147,22 @@ std::vector<std::pair<std::string, std::pair<std::string, double>>> kv_gauges(co
   for (KvFormat f : kAllKvFormats)
     g.push_back({"keel_kv_bytes_" + std::string(kv_format_name(f)),
                  {"Bytes of KV blocks stored as " + std::string(kv_format_name(f)) + ".", double(st.bytes(f))}});
+  if (const kv::KvDiskStats& d = st.disk; d.enabled) {
+    g.push_back({"keel_kv_disk_bytes", {"Bytes of KV block files in the --kv-disk folder.", double(d.bytes)}});
+    g.push_back({"keel_kv_disk_cap_bytes", {"The --kv-disk folder's cap.", double(d.cap_bytes)}});
+    g.push_back({"keel_kv_disk_files", {"KV block files in the --kv-disk folder.", double(d.files)}});
+    g.push_back({"keel_kv_disk_hits", {"KV blocks read back from disk, since start.", double(d.hits)}});
+    g.push_back({"keel_kv_disk_hit_bytes", {"Bytes of KV rows read back from disk, since start.", double(d.hit_bytes)}});
+    g.push_back({"keel_kv_disk_misses", {"Disk lookups that found no block file, since start.", double(d.misses)}});
+    g.push_back({"keel_kv_disk_writes", {"KV block files written, since start.", double(d.writes)}});
+    g.push_back({"keel_kv_disk_write_bytes", {"Bytes of KV block files written, since start.", double(d.write_bytes)}});
+    g.push_back({"keel_kv_disk_evictions", {"KV block files removed to stay under the cap, since start.", double(d.evictions)}});
+    g.push_back({"keel_kv_disk_corrupt", {"KV block files refused as corrupt (removed), since start.", double(d.corrupt)}});
+    g.push_back({"keel_kv_disk_mismatched",
+                 {"KV block files refused as another model's or block's (removed), since start.", double(d.mismatched)}});
+    g.push_back({"keel_kv_disk_write_errors", {"KV block files that could not be written, since start.", double(d.write_errors)}});
+    g.push_back({"keel_kv_disk_pending", {"KV blocks queued for the disk writer.", double(d.pending)}});
+  }
   return g;
 }
 
@@ -158,6 +190,10 @@ nlohmann::ordered_json health_json(const ServerState& s, bool full_path) {
   h["preparation"] = {{"budget_bytes", s.preparation.budget_bytes()}, {"used_bytes", s.preparation.used_bytes()},
                       {"waiting", s.preparation.waiting()}};
   h["kv"] = kv_json(s);
+  h["warming"] = s.warmup.warming();
+  h["warmup"] = {{"requests", s.warmup.total.load()},   {"done", s.warmup.done.load()},
+                 {"failed", s.warmup.failed.load()},    {"prompt_tokens", s.warmup.prompt_tokens.load()},
+                 {"reused_tokens", s.warmup.reused_tokens.load()}, {"yields", sched.background_yields}};
   return h;
 }
 
@@ -315,9 +351,11 @@ struct Server::Impl {
         });
 
     add("POST", "/v1/messages", true, [this](const http::Request& req, http::Response& res) {
+      if (!state.options.capture_dir.empty()) capture_request(state.options.capture_dir, "messages", req.body);
       handle_chat(state, Protocol::Anthropic, req, res, cache_salt(req));
     });
     add("POST", "/v1/chat/completions", true, [this](const http::Request& req, http::Response& res) {
+      if (!state.options.capture_dir.empty()) capture_request(state.options.capture_dir, "chat-completions", req.body);
       handle_chat(state, Protocol::OpenAI, req, res, cache_salt(req));
     });
     add("POST", "/v1/messages/count_tokens", true, [this](const http::Request& req, http::Response& res) {
@@ -357,6 +395,9 @@ struct Server::Impl {
       gauges.push_back({"keel_scheduler_step_tokens", {"Tokens run, summed over steps.", double(sched.step_tokens)}});
       gauges.push_back({"keel_scheduler_largest_batch", {"Most turns in one step.", double(sched.largest_batch)}});
       gauges.push_back({"keel_scheduler_preemptions", {"Turns paused for KV memory, since start.", double(sched.preemptions)}});
+      gauges.push_back({"keel_warming", {"1 while --warm requests are still being prefilled.", state.warmup.warming() ? 1.0 : 0.0}});
+      gauges.push_back({"keel_warmup_done", {"--warm requests prefilled.", double(state.warmup.done.load())}});
+      gauges.push_back({"keel_warmup_failed", {"--warm requests that could not run.", double(state.warmup.failed.load())}});
       gauges.push_back({"keel_kv_used_tokens", {"Tokens of the live sequences.", double(state.kv_tokens.load())}});
       gauges.push_back({"keel_resident_bytes", {"Resident memory of the process.", double(resident_bytes())}});
       gauges.push_back({"keel_preparation_used_bytes",
@@ -378,6 +419,8 @@ int Server::bind() {
   const auto& o = impl_->state.options;
   return impl_->http->listen(o.host, o.port);
 }
+
+void Server::warm(std::vector<WarmRequest> requests) { start_warmup(impl_->state, std::move(requests)); }
 
 void Server::run() { impl_->http->run(); }
 

@@ -10,11 +10,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "keel/api/chat_request.h"
+#include "keel/api/warmup.h"
 
 namespace keel {
 class ServedModel;
@@ -46,6 +48,9 @@ struct ServerOptions {
   std::chrono::milliseconds ping_interval{5000};
   // After shutdown(): how long running turns may go on before they are cancelled.
   std::chrono::seconds shutdown_grace{10};
+  // --capture-requests: every admitted chat request's body is saved here (request_capture.h), for
+  // --warm. Empty: nothing is saved.
+  std::filesystem::path capture_dir;
 };
 
 class Server {
@@ -55,6 +60,8 @@ class Server {
 
   // Binds the socket (throws keel::Error if it cannot) and returns the port.
   int bind();
+  // Queues the --warm requests as background turns (warmup.h); before run(), on its thread.
+  void warm(std::vector<WarmRequest> requests);
   // Serves until stop(), or until shutdown() has drained every connection.
   void run();
   // Graceful: no new connections, idle ones closed; running turns may finish within

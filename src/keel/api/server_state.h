@@ -14,6 +14,7 @@
 #include "keel/api/model_registry.h"
 #include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
+#include "keel/api/warmup.h"
 #include "keel/engine/scheduler.h"
 #include "keel/engine/served_model.h"
 #include "keel/http/http_server.h"
@@ -50,6 +51,8 @@ struct ServerState {
   using Clock = std::chrono::steady_clock;
   std::atomic<Clock::time_point> grace_ends{Clock::time_point::max()};
   std::atomic<bool> shutting_down{false};
+  // --warm: how far the warm-up is (atomics: the engine thread counts, /health reads).
+  WarmupStatus warmup;
   bool past_grace() const { return shutting_down && Clock::now() >= grace_ends.load(); }
 
   // Thread-safe: HTTP threads submit and read stats; its thread runs the turns, whose callbacks

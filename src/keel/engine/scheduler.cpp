@@ -58,17 +58,21 @@ SchedulerStats Scheduler::stats() const {
 void Scheduler::run() {
   std::unique_lock lock(mutex_);
   while (true) {
+    // A background turn that waits while another runs is picked up again when that one ends.
     wake_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
     if (stopping_) break;
     // A preempted turn waits until a running one has finished and given its memory back.
     std::vector<std::unique_ptr<Entry>> arrived;
-    while (!admission_blocked_ && running_.size() + arrived.size() < options_.parallel && !waiting_.empty()) {
-      arrived.push_back(std::move(waiting_.front()));
-      waiting_.pop_front();
+    while (!admission_blocked_ && running_.size() + arrived.size() < options_.parallel) {
+      const auto next = next_to_admit(arrived);
+      if (next == waiting_.end()) break;
+      arrived.push_back(std::move(*next));
+      waiting_.erase(next);
     }
     lock.unlock();
     admit(arrived);
     drop_unrunnable_waiting();
+    yield_background();
     if (!running_.empty()) step();
     if (running_.empty()) admission_blocked_ = false;
     lock.lock();
@@ -82,6 +86,37 @@ void Scheduler::run() {
   for (auto& e : running_) finish(*e, nullptr);
   running_.clear();
   for (auto& e : waiting) finish(*e, nullptr);
+}
+
+std::deque<std::unique_ptr<Scheduler::Entry>>::iterator Scheduler::next_to_admit(
+    const std::vector<std::unique_ptr<Entry>>& arrived) {
+  const auto foreground = [](const std::unique_ptr<Entry>& e) { return !e->job.background; };
+  const auto next = std::find_if(waiting_.begin(), waiting_.end(), foreground);
+  if (next != waiting_.end() || waiting_.empty()) return next;
+  // Only background turns wait: one at a time, and only on an otherwise idle engine.
+  if (!running_.empty() || !arrived.empty()) return waiting_.end();
+  return waiting_.begin();
+}
+
+void Scheduler::yield_background() {
+  const auto background = [](const std::unique_ptr<Entry>& e) { return e->job.background && !e->retired; };
+  if (std::none_of(running_.begin(), running_.end(), background)) return;
+  bool other = std::any_of(running_.begin(), running_.end(), [](const auto& e) { return !e->job.background; });
+  if (!other) {
+    std::lock_guard lock(mutex_);
+    other = std::any_of(waiting_.begin(), waiting_.end(), [](const auto& e) { return !e->job.background; });
+  }
+  if (!other) return;
+  std::vector<std::unique_ptr<Entry>> yielded;
+  for (auto& e : running_)
+    if (background(e)) {
+      e->turn->suspend();  // its complete blocks go to the prefix cache, where the other turn finds them
+      yielded.push_back(std::move(e));
+    }
+  std::erase(running_, nullptr);
+  std::lock_guard lock(mutex_);
+  for (auto& e : yielded) waiting_.push_back(std::move(e));
+  stats_.background_yields += static_cast<int64_t>(yielded.size());
 }
 
 void Scheduler::admit(std::vector<std::unique_ptr<Entry>>& arrived) {

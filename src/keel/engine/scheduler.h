@@ -6,7 +6,10 @@
 // read once per step for all turns, and each turn gets the logits it would get alone (batch
 // invariance), so its tokens do not depend on what runs beside it.
 //
-// Admission is first come first served up to `parallel` running turns. When the KV pool is full,
+// Admission is first come first served up to `parallel` running turns. A background turn (keel
+// serve --warm) runs only while no other turn runs or waits: it starts when the engine is idle
+// and, as soon as another turn arrives, is suspended (its complete blocks stay cached, so the new
+// turn reuses what it prefilled so far) and waits behind it. When the KV pool is full,
 // the least recently used idle live sequence is let go first; if none is left, the turn admitted
 // last is preempted: its sequence goes back to the pool (complete blocks stay cached) and it waits
 // at the head of the queue, to resume with the same tokens. A turn alone that still does not fit
@@ -56,6 +59,8 @@ struct TurnJob {
   // Once, on the engine thread: the result, or the exception that ended the turn. A turn that
   // never ran has finish Cancelled and only prompt_tokens set.
   std::function<void(TurnResult, std::exception_ptr)> done;
+  // Low priority: runs only when no other turn runs or waits (a warm-up).
+  bool background = false;
 };
 
 struct SchedulerStats {
@@ -68,6 +73,7 @@ struct SchedulerStats {
   int64_t largest_batch = 0;  // most turns in one step
   int64_t preemptions = 0;
   int64_t idle_evictions = 0;  // live sequences let go for a running turn's memory
+  int64_t background_yields = 0;  // background turns suspended for another turn
 };
 
 class Scheduler {
@@ -95,6 +101,11 @@ class Scheduler {
   void finish(Entry& entry, std::exception_ptr error);
   void drop_unrunnable_waiting();
   void relieve_memory(std::exception_ptr capacity_error);
+  // Suspends the running background turns when any other turn runs or waits.
+  void yield_background();
+  // Under mutex_: the next waiting turn to admit (a foreground one first; a background one only when
+  // nothing else runs, waits or was just admitted), or waiting_.end().
+  std::deque<std::unique_ptr<Entry>>::iterator next_to_admit(const std::vector<std::unique_ptr<Entry>>& arrived);
 
   ServedModel& model_;
   SessionCache& session_;
