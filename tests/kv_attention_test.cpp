@@ -56,49 +56,18 @@ Segment make_segment(std::mt19937& rng, KvFormat f, bool rotated, int64_t count,
   return s;
 }
 
-// The query as quantized keys see it (kv_attention.h): rounded per group of 32 to the int16 grid
-// of the group's largest |q|, in the basis of the keys (rotated or not); bf16 keys see q itself.
-std::vector<double> rounded_query(const std::vector<float>& q, bool rotated) {
-  std::vector<float> r = q;
-  if (rotated) kv::rotate_row(r.data(), static_cast<int64_t>(r.size()));
-  std::vector<double> out(r.size());
-  for (size_t g = 0; g < r.size(); g += 32) {
-    float amax = 0;
-    for (size_t i = g; i < g + 32; ++i) amax = std::max(amax, std::fabs(r[i]));
-    const double step = amax / 32767.0f;
-    for (size_t i = g; i < g + 32; ++i) out[i] = step > 0 ? std::nearbyint(r[i] / step) * step : 0.0;
-  }
-  if (rotated) {  // back to the original basis, where the decoded keys live (in double)
-    std::vector<double> x = out;
-    const size_t n = x.size() & -x.size();
-    for (size_t b = 0; b < x.size(); b += n) {
-      for (size_t h = 1; h < n; h *= 2)
-        for (size_t i = b; i < b + n; i += 2 * h)
-          for (size_t j = i; j < i + h; ++j) {
-            const double a = x[j], c = x[j + h];
-            x[j] = a + c;
-            x[j + h] = a - c;
-          }
-      for (size_t i = b; i < b + n; ++i) x[i] /= std::sqrt(static_cast<double>(n));
-    }
-    out = x;
-  }
-  return out;
-}
-
 // Exact softmax attention in double over the decoded rows, which sit at positions first_pos,
-// first_pos + 1, ... with the query at the last one; with model_q_rounding, quantized keys see the
-// rounded query as the kernel documents, which leaves only float rounding between the two. Written
+// first_pos + 1, ... with the query at the last one; the kernel decodes the rows to f32 as these
+// were decoded, which leaves only float rounding between the two. Written
 // out plainly from the definitions in kv_attention.h: the window keeps the last `window` positions,
 // the soft-cap squashes scaled scores, the sink adds exp(sink) to the denominator only.
 std::vector<double> reference(const std::vector<float>& q, const AttentionParams& p, const std::vector<Segment>& segs,
-                              bool model_q_rounding = false, int64_t first_pos = 0) {
+                              int64_t first_pos = 0) {
   const size_t dim = q.size();
   std::vector<double> scores;
   std::vector<const float*> values;
   for (const Segment& s : segs) {
-    std::vector<double> qs(q.begin(), q.end());
-    if (model_q_rounding && s.format != KvFormat::BF16) qs = rounded_query(q, s.rotated);
+    const std::vector<double> qs(q.begin(), q.end());
     for (int64_t i = 0; i < s.count; ++i) {
       double dot = 0;
       for (size_t d = 0; d < dim; ++d) dot += qs[d] * s.k[i * dim + d];
@@ -124,9 +93,8 @@ std::vector<double> reference(const std::vector<float>& q, const AttentionParams
   return out;
 }
 
-std::vector<double> reference(const std::vector<float>& q, float scale, const std::vector<Segment>& segs,
-                              bool model_q_rounding = false) {
-  return reference(q, AttentionParams{.scale = scale}, segs, model_q_rounding);
+std::vector<double> reference(const std::vector<float>& q, float scale, const std::vector<Segment>& segs) {
+  return reference(q, AttentionParams{.scale = scale}, segs);
 }
 
 // attend_spans over the rows of `spans`, the first of them at position first_pos.
@@ -190,19 +158,12 @@ TEST(KvAttention, MixedFormatSpansMatchADoublePrecisionReference) {
     for (float spread : {0.3f, 1.0f, 3.0f}) {  // from flat to sharp attention
       const auto q = random_query(rng, dim, spread);
       const auto exact = reference(q, scale, segs);
-      const auto modelled = reference(q, scale, segs, /*model_q_rounding=*/true);
       std::vector<float> got(static_cast<size_t>(dim));
       kv::attend_spans(q.data(), dim, {.scale = scale}, whole(segs), 0, got.data());
-      double worst_exact = 0, worst_modelled = 0;
-      for (int64_t d = 0; d < dim; ++d) {
-        worst_exact = std::max(worst_exact, std::fabs(got[d] - exact[d]));
-        worst_modelled = std::max(worst_modelled, std::fabs(got[d] - modelled[d]));
-      }
-      // Rounding q to int16 moves scores by ~1e-5 of their size (observed: up to 7e-5 here, against
-      // values of spread ~1); the int8 keys themselves are 1/254 off, so this costs nothing visible.
-      EXPECT_LT(worst_exact, 3e-4) << "dim " << dim << " spread " << spread;
-      // Only float rounding is left against the reference that rounds q the same way.
-      EXPECT_LT(worst_modelled, 1e-5) << "dim " << dim << " spread " << spread;
+      double worst = 0;
+      for (int64_t d = 0; d < dim; ++d) worst = std::max(worst, std::fabs(got[d] - exact[d]));
+      // Only float rounding is left: the rows are decoded to f32 exactly as the reference's were.
+      EXPECT_LT(worst, 1e-5) << "dim " << dim << " spread " << spread;
     }
   }
 }
@@ -215,7 +176,7 @@ TEST(KvAttention, EachFormatAloneMatchesTheReference) {
         const std::vector<Segment> segs{make_segment(rng, f, rotated, 100, dim)};
         const auto q = random_query(rng, dim, 1.5f);
         const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-        const auto want = reference(q, scale, segs, /*model_q_rounding=*/true);
+        const auto want = reference(q, scale, segs);
         std::vector<float> got(static_cast<size_t>(dim));
         kv::attend_spans(q.data(), dim, {.scale = scale}, whole(segs), 0, got.data());
         for (int64_t d = 0; d < dim; ++d)
@@ -280,7 +241,7 @@ TEST(KvAttention, LargeScoresStayFinite) {
   std::mt19937 rng(16);
   const auto segs = mixed_segments(rng, 64);
   const auto q = random_query(rng, 64, 50.0f);  // scores in the hundreds: a naive exp overflows
-  const auto want = reference(q, 1.0f, segs, /*model_q_rounding=*/true);
+  const auto want = reference(q, 1.0f, segs);
   std::vector<float> got(64);
   kv::attend_spans(q.data(), 64, {.scale = 1.0f}, whole(segs), 0, got.data());
   for (int d = 0; d < 64; ++d) {
@@ -336,7 +297,7 @@ TEST(KvAttention, SlidingWindowReadsOnlyTheLastPositions) {
     for (int64_t first_pos : {0, 7}) {
       const AttentionParams p{.scale = scale, .window = window};
       const auto got = attend(q, p, whole(segs), first_pos);
-      EXPECT_LT(max_diff(got, reference(q, p, segs, /*model_q_rounding=*/true, first_pos)), 1e-5)
+      EXPECT_LT(max_diff(got, reference(q, p, segs, first_pos)), 1e-5)
           << "window " << window << " first_pos " << first_pos;
     }
   }
@@ -344,7 +305,7 @@ TEST(KvAttention, SlidingWindowReadsOnlyTheLastPositions) {
   const auto own = attend(q, {.scale = scale, .window = 1}, whole(segs));
   for (int64_t d = 0; d < dim; ++d) EXPECT_EQ(own[d], segs.back().v[static_cast<size_t>((segs.back().count - 1) * dim + d)]);
   // The window really leaves rows out: 100 positions differ from all of them.
-  const auto all = reference(q, scale, segs, true);
+  const auto all = reference(q, scale, segs);
   EXPECT_GT(max_diff(attend(q, {.scale = scale, .window = 100}, whole(segs)), all), 1e-3);
 }
 
@@ -377,10 +338,10 @@ TEST(KvAttention, SoftcapSquashesScoresBeforeTheSoftmax) {
   for (float cap : {2.0f, 5.0f, 30.0f}) {
     const AttentionParams p{.scale = scale, .softcap = cap};
     const auto got = attend(q, p, whole(segs));
-    EXPECT_LT(max_diff(got, reference(q, p, segs, /*model_q_rounding=*/true)), 1e-5) << "softcap " << cap;
+    EXPECT_LT(max_diff(got, reference(q, p, segs)), 1e-5) << "softcap " << cap;
   }
   const auto capped = attend(q, {.scale = scale, .softcap = 2.0f}, whole(segs));
-  EXPECT_GT(max_diff(capped, reference(q, scale, segs, true)), 1e-2);
+  EXPECT_GT(max_diff(capped, reference(q, scale, segs)), 1e-2);
 }
 
 TEST(KvAttention, SinkTakesWeightFromTheRowsOnly) {
@@ -391,7 +352,7 @@ TEST(KvAttention, SinkTakesWeightFromTheRowsOnly) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   for (float sink : {-2.0f, 0.5f, 3.0f}) {
     const AttentionParams p{.scale = scale, .has_sink = true, .sink = sink};
-    EXPECT_LT(max_diff(attend(q, p, whole(segs)), reference(q, p, segs, /*model_q_rounding=*/true)), 1e-5) << sink;
+    EXPECT_LT(max_diff(attend(q, p, whole(segs)), reference(q, p, segs)), 1e-5) << sink;
   }
   // A sink far above every score takes (almost) all the weight: the output goes to zero.
   for (float x : attend(q, {.scale = scale, .has_sink = true, .sink = 60.0f}, whole(segs))) EXPECT_LT(std::fabs(x), 1e-12f);
@@ -409,7 +370,7 @@ TEST(KvAttention, WindowSoftcapAndSinkTogetherStaySplitInvariant) {
   const auto q = random_query(rng, dim, 3.0f);
   const AttentionParams p{.scale = 1.0f / std::sqrt(128.0f), .window = 50, .softcap = 8.0f, .has_sink = true, .sink = 1.5f};
   const auto base = attend(q, p, whole(segs));
-  EXPECT_LT(max_diff(base, reference(q, p, segs, /*model_q_rounding=*/true)), 1e-5);
+  EXPECT_LT(max_diff(base, reference(q, p, segs)), 1e-5);
   const int64_t start = total_rows(segs) - 50;
   EXPECT_TRUE(same_bits(attend(q, p, spans_from(segs, start), start), base));
   for (int trial = 0; trial < 10; ++trial) EXPECT_TRUE(same_bits(attend(q, p, random_split(rng, segs)), base));
@@ -423,7 +384,7 @@ TEST(KvAttention, EverySimdTargetMatchesTheReferenceAndIsSplitInvariant) {
   const auto segs = mixed_segments(rng, dim);
   const auto q = random_query(rng, dim, 1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  const auto want = reference(q, scale, segs, /*model_q_rounding=*/true);
+  const auto want = reference(q, scale, segs);
   const auto targets = hwy::SupportedAndGeneratedTargets();
   EXPECT_GE(targets.size(), 2u);  // at least one SIMD target besides the scalar fallback
   for (int64_t target : targets) {
@@ -437,4 +398,60 @@ TEST(KvAttention, EverySimdTargetMatchesTheReferenceAndIsSplitInvariant) {
     }
   }
   hwy::SetSupportedTargetsForTest(0);  // back to what the CPU supports
+}
+
+// The tiled path: queries at different positions (a prefill chunk) and heads (a KV group) in one
+// call each get the bits they get alone, over only the rows up to their own position, under a
+// sliding window, soft-cap and per-query sinks, on every SIMD target.
+TEST(KvAttention, QueriesInOneCallGetWhatEachGetsAlone) {
+  std::mt19937 rng(23);
+  const int64_t dim = 64;
+  const auto segs = mixed_segments(rng, dim);
+  const int64_t rows = 363, first_pos = 5;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (const AttentionParams& base :
+         {AttentionParams{.scale = 0.125f}, AttentionParams{.scale = 0.125f, .window = 40, .softcap = 5.0f},
+          AttentionParams{.scale = 0.125f, .window = 100, .has_sink = true}}) {
+      std::vector<std::vector<float>> qs, together;
+      std::vector<keel::ops::AttentionQuery> queries;
+      std::vector<float> sinks;
+      for (int i = 0; i < 23; ++i) {
+        qs.push_back(random_query(rng, dim, 1.0f));
+        together.emplace_back(dim);
+        sinks.push_back(std::uniform_real_distribution<float>(-2.0f, 4.0f)(rng));
+      }
+      for (int i = 0; i < 23; ++i) {
+        // Runs of rows at consecutive positions, several heads each, and a few stragglers.
+        const int64_t pos = i < 18 ? 300 + i / 3 : std::uniform_int_distribution<int64_t>(first_pos, first_pos + rows - 1)(rng);
+        queries.push_back({.q = qs[i].data(), .pos = pos, .sink = sinks[i], .out = together[i].data()});
+      }
+      kv::attend_spans(dim, base, random_split(rng, segs), first_pos, queries);
+      for (int i = 0; i < 23; ++i) {
+        // Alone, over exactly the rows up to its position.
+        std::vector<kv::KvSpan> upto;
+        int64_t left = queries[i].pos - first_pos + 1;
+        for (const Segment& s : segs) {
+          if (left == 0) break;
+          const int64_t n = std::min(left, s.count);
+          upto.push_back(s.span(0, n));
+          left -= n;
+        }
+        AttentionParams alone = base;
+        alone.sink = sinks[i];
+        EXPECT_TRUE(same_bits(attend(qs[i], alone, upto, first_pos), together[i]))
+            << hwy::TargetName(target) << " query " << i << " at " << queries[i].pos << " window " << base.window;
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(KvAttention, AQueryOutsideTheRowsThrows) {
+  std::mt19937 rng(24);
+  const auto segs = mixed_segments(rng, 64);
+  const auto q = random_query(rng, 64, 1.0f);
+  std::vector<float> out(64);
+  const keel::ops::AttentionQuery late{.q = q.data(), .pos = 363, .out = out.data()};
+  EXPECT_THROW(kv::attend_spans(64, {.scale = 1.0f}, whole(segs), 0, std::span(&late, 1)), keel::Error);
 }

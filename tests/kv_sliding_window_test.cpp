@@ -67,7 +67,7 @@ class ToyModel {
       for (int64_t i = 0; i < kHidden; ++i)
         x[static_cast<size_t>(t * kHidden + i)] = std::sin(0.37f * static_cast<float>(tokens[static_cast<size_t>(t)]) +
                                                           1.3f * static_cast<float>(i));
-    std::vector<float> k(kHidden), v(kHidden), q(kHeadDim), scratch(static_cast<size_t>(pos0 + n));
+    std::vector<float> k(kHidden), v(kHidden), q(kHeadDim);
     std::vector<float> attn(static_cast<size_t>(n * kHeads * kHeadDim));  // (n, heads, head_dim)
     for (int64_t layer = 0; layer < static_cast<int64_t>(windows_.size()); ++layer) {
       for (int64_t t = 0; t < n; ++t) {
@@ -83,8 +83,8 @@ class ToyModel {
       for (int64_t t = 0; t < n; ++t)
         for (int64_t h = 0; h < kHeads; ++h) {
           for (int64_t i = 0; i < kHeadDim; ++i) q[static_cast<size_t>(i)] = 1.7f * x[static_cast<size_t>(t * kHidden + (7 * h + i) % kHidden)];
-          cache.attend(layer, ops::kv_head_of(h, kHeads, kKvHeads), q.data(), pos0 + t + 1, params, scratch.data(),
-                       attn.data() + (t * kHeads + h) * kHeadDim);
+          cache.attend_one(layer, ops::kv_head_of(h, kHeads, kKvHeads), q.data(), pos0 + t, params,
+                           attn.data() + (t * kHeads + h) * kHeadDim);
         }
       for (int64_t t = 0; t < n; ++t)
         for (int64_t i = 0; i < kHidden; ++i) {
@@ -386,12 +386,12 @@ TEST(KvSlidingWindow, AttentionMustStayInsideTheKeptWindow) {
   add_random_turns(c, rng, 40);
   auto seq = pool.open(c.ids, c.roles);
   run_rest(ToyModel(windows_of(spec)), *seq, c, 40);
-  std::vector<float> q(kHeadDim, 0.5f), out(kHeadDim), scratch(40);
-  EXPECT_THROW(seq->attend(0, 0, q.data(), 40, {.scale = 0.2f}, scratch.data(), out.data()), InternalError);
-  EXPECT_THROW(seq->attend(0, 0, q.data(), 40, {.scale = 0.2f, .window = 21}, scratch.data(), out.data()), InternalError);
-  seq->attend(0, 1, q.data(), 40, {.scale = 0.2f, .window = 7}, scratch.data(), out.data());  // narrower: fine
-  seq->attend(1, 1, q.data(), 40, {.scale = 0.2f}, scratch.data(), out.data());
-  EXPECT_THROW(seq->attend(1, 2, q.data(), 40, {.scale = 0.2f}, scratch.data(), out.data()), InternalError);
+  std::vector<float> q(kHeadDim, 0.5f), out(kHeadDim);
+  EXPECT_THROW(seq->attend_one(0, 0, q.data(), 39, {.scale = 0.2f}, out.data()), InternalError);
+  EXPECT_THROW(seq->attend_one(0, 0, q.data(), 39, {.scale = 0.2f, .window = 21}, out.data()), InternalError);
+  seq->attend_one(0, 1, q.data(), 39, {.scale = 0.2f, .window = 7}, out.data());  // narrower: fine
+  seq->attend_one(1, 1, q.data(), 39, {.scale = 0.2f}, out.data());
+  EXPECT_THROW(seq->attend_one(1, 2, q.data(), 39, {.scale = 0.2f}, out.data()), InternalError);
 }
 
 std::string pool_error(const ModelSpec& spec) {
@@ -435,7 +435,7 @@ TEST(KvSlidingWindow, GroupsOfOtherHeadShapesStoreTheirOwnRows) {
     std::vector<int32_t> ids(static_cast<size_t>(n), 7);
     std::vector<Role> roles(static_cast<size_t>(n), Role::system);  // bf16 under every policy here
     seq->append_tokens(ids, roles);
-    std::vector<float> k(64), v(64), q(64, 0.0f), out(64), scratch(static_cast<size_t>(n));
+    std::vector<float> k(64), v(64), q(64, 0.0f), out(64);
     for (int64_t layer = 0; layer < 6; ++layer) {
       const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];
       for (int64_t p = 0; p < n; ++p) {
@@ -453,7 +453,7 @@ TEST(KvSlidingWindow, GroupsOfOtherHeadShapesStoreTheirOwnRows) {
       const ops::AttentionParams params{.scale = 1.0f, .window = l.attention == AttentionKind::Sliding ? l.window : 0};
       const int64_t first = ops::first_attended_position(n - 1, params.window);
       for (int64_t h = 0; h < l.num_kv_heads; ++h) {
-        seq->attend(layer, h, q.data(), n, params, scratch.data(), out.data());
+        seq->attend_one(layer, h, q.data(), n - 1, params, out.data());
         for (int64_t i = 0; i < l.head_dim; ++i) {
           double expected = 0;  // the mean of the visible values as stored (bf16)
           for (int64_t p = first; p < n; ++p) expected += bf16_to_float(float_to_bf16(value(layer, p, i)));

@@ -12,6 +12,10 @@ namespace {
 
 void resize(std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); }
 
+// Queries per attention task: enough that widening a K/V tile is shared widely, few enough that a
+// prefill chunk still makes a task per thread.
+constexpr int64_t kQueriesPerTask = 64;
+
 // h (n, dim) -> h normed by `weight` (sandwich post-norm), when the layer has one.
 void post_norm(const ModelSpec& s, const std::vector<float>& weight, int64_t n, Workspace& ws) {
   if (!weight.empty()) norm_rows(s, weight, ws.h.data(), n, ws.h.data());
@@ -73,22 +77,38 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
   const ops::AttentionParams params{.scale = static_cast<float>(ls.attention_scale),
                                     .window = ls.attention == AttentionKind::Sliding ? ls.window : 0,
                                     .softcap = static_cast<float>(ls.attention_softcap)};
-  // Each (token, head) pair attends over the positions up to and including its own.
+  // A task is a block of one sequence's rows times one KV head (or a slice of its query heads, when
+  // there are fewer tasks than threads): its queries read each K/V tile once.
+  const int64_t group = ls.num_heads / ls.num_kv_heads;
+  const int64_t rows_per_task = std::max<int64_t>(1, kQueriesPerTask / group);
+  ws.attention_rows.clear();
+  for (int64_t t = 0; t < n;) {
+    int64_t end = t + 1;
+    while (end < n && end - t < rows_per_task && ws.rows[static_cast<size_t>(end)].cache == ws.rows[static_cast<size_t>(t)].cache)
+      ++end;
+    ws.attention_rows.emplace_back(t, end);
+    t = end;
+  }
+  const auto blocks = static_cast<int64_t>(ws.attention_rows.size());
+  const int64_t slices = std::clamp<int64_t>((pool.size() + blocks * ls.num_kv_heads - 1) / (blocks * ls.num_kv_heads), 1, group);
+  const int64_t heads_per_slice = (group + slices - 1) / slices;
   resize(ws.attn, n * qd);
-  ws.scores.resize(static_cast<size_t>(pool.size()));
-  pool.parallel_for(static_cast<size_t>(n * ls.num_heads), [&](size_t task, int thread) {
-    const int64_t t = static_cast<int64_t>(task) / ls.num_heads;
-    const int64_t h = static_cast<int64_t>(task) % ls.num_heads;
-    const RowPlace& place = ws.rows[static_cast<size_t>(t)];
-    auto& scratch = ws.scores[static_cast<size_t>(thread)];
-    if (scratch.size() < static_cast<size_t>(place.pos + 1)) scratch.resize(static_cast<size_t>(place.cache->capacity()));
-    ops::AttentionParams head_params = params;
-    if (ls.attention_sinks) {
-      head_params.has_sink = true;
-      head_params.sink = w.sinks[static_cast<size_t>(h)];
-    }
-    place.cache->attend(layer, ops::kv_head_of(h, ls.num_heads, ls.num_kv_heads), ws.q.data() + t * qd + h * hd,
-                        place.pos + 1, head_params, scratch.data(), ws.attn.data() + t * qd + h * hd);
+  pool.parallel_for(static_cast<size_t>(blocks * ls.num_kv_heads * slices), [&](size_t task, int) {
+    const auto slice = static_cast<int64_t>(task) % slices;
+    const int64_t kv_head = static_cast<int64_t>(task) / slices % ls.num_kv_heads;
+    const auto [t0, t1] = ws.attention_rows[task / static_cast<size_t>(slices * ls.num_kv_heads)];
+    const int64_t h0 = kv_head * group + slice * heads_per_slice, h1 = std::min(h0 + heads_per_slice, (kv_head + 1) * group);
+    thread_local std::vector<ops::AttentionQuery> queries;
+    queries.clear();
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t h = h0; h < h1; ++h)
+        queries.push_back({.q = ws.q.data() + t * qd + h * hd,
+                           .pos = ws.rows[static_cast<size_t>(t)].pos,
+                           .sink = ls.attention_sinks ? w.sinks[static_cast<size_t>(h)] : 0.0f,
+                           .out = ws.attn.data() + t * qd + h * hd});
+    ops::AttentionParams task_params = params;
+    task_params.has_sink = ls.attention_sinks;
+    if (!queries.empty()) ws.rows[static_cast<size_t>(t0)].cache->attend(layer, kv_head, queries, task_params);
   });
 
   ops::matmul(w.wo, ws.attn.data(), n, ws.h.data(), pool);

@@ -7,6 +7,7 @@
 // Thread-safety: a Workspace belongs to one forward pass at a time (the engine thread); the blocks
 // fan work out over the given ThreadPool and return when it is done.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "keel/kv/kv_cache.h"
@@ -34,7 +35,7 @@ struct Workspace {
   std::vector<float> k, v;        // (n, kv_dim)
   std::vector<float> attn;        // (n, q_dim) attention output before the output projection
   std::vector<float> gate, up;    // (n, ffn)
-  std::vector<std::vector<float>> scores;  // per pool thread: (positions) attention scratch
+  std::vector<std::pair<int64_t, int64_t>> attention_rows;  // [first, end) row blocks of one sequence each
   // Mixture of experts
   std::vector<float> router;        // (n, experts) router logits, then probabilities
   std::vector<int64_t> chosen;      // (n, experts_per_token) expert of each routed slot

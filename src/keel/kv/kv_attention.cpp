@@ -1,6 +1,6 @@
-// attend_spans: one online softmax over rows of any format. The loop is organised in fixed tiles of
-// global row index so that the floating-point operations, and therefore the bits of the result,
-// do not depend on where span boundaries fall (see kv_attention.h).
+// attend_spans: tiles of 16 key positions, fixed in global position, widened to f32 once and read by
+// every query of the call that sees them; one online softmax per query. See kv_attention.h for why
+// the tiles are global and what stays bit-identical.
 #include "keel/kv/kv_attention.h"
 
 #include <algorithm>
@@ -9,15 +9,18 @@
 #include <vector>
 
 #include "keel/kv/kv_attention_kernels.h"
+#include "keel/kv/kv_format_layout.h"
 #include "keel/util/error.h"
+#include "keel/util/half.h"
 
 namespace keel::kv {
 namespace {
 
-constexpr int64_t kTile = kernels::kExpTile;
+constexpr int64_t kTile = kernels::kTile;
 
-void check_spans(int64_t dim, std::span<const KvSpan> spans) {
+void check_spans(int64_t dim, std::span<const KvSpan> spans, int64_t first_pos) {
   if (dim <= 0) throw Error("attention over KV rows needs a positive head dim, got " + std::to_string(dim));
+  if (first_pos < 0) throw Error("KV span rows at a negative position");
   for (const KvSpan& s : spans) {
     if (s.count < 0) throw Error("KV span with a negative row count");
     if (s.count == 0) continue;
@@ -28,133 +31,141 @@ void check_spans(int64_t dim, std::span<const KvSpan> spans) {
   }
 }
 
-// A query's prepared forms and the value sum of the rows that see it.
-struct QueryForm {
-  std::vector<float> q;
-  std::vector<int16_t> q16;
-  std::vector<float> q_scale, q_sum;
-  std::vector<float> acc;
-  kernels::PreparedQuery view() const { return {q.data(), q16.data(), q_scale.data(), q_sum.data()}; }
-
-  void prepare(const float* src, int64_t dim, bool rotate) {
-    q.assign(src, src + dim);
-    if (rotate) rotate_row(q.data(), dim);
-    const int64_t groups = dim / kKvQuantGroup;
-    q16.assign(static_cast<size_t>(dim), 0);
-    q_scale.assign(static_cast<size_t>(groups), 0.0f);
-    q_sum.assign(static_cast<size_t>(groups), 0.0f);
-    if (groups > 0 && dim % kKvQuantGroup == 0) kernels::prepare_query(q.data(), dim, q16.data(), q_scale.data(), q_sum.data());
-    acc.assign(static_cast<size_t>(dim), 0.0f);
-  }
+// Per-thread scratch of one call: the tile (keys transposed, values as rows) and the queries' state.
+struct TileScratch {
+  std::vector<float> kt;      // (dim, kTile) keys: kt[d * kTile + lane]
+  std::vector<float> vt;      // (kTile, dim) values
+  std::vector<float> row;     // (dim) one decoded key row
+  std::vector<float> scores;  // (active queries, kTile)
+  std::vector<float> acc;     // (queries, dim) value sums
+  std::vector<float> max, sum;
+  std::vector<int64_t> start;  // each query's first attended position
+  std::vector<bool> any;       // whether it read any row
+  std::vector<int64_t> active;
+  std::vector<const float*> active_q;
 };
+
+// Widens `n` rows of span s from row `row` into lanes [lane, lane + n) of the tile.
+void widen_rows(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t lane, TileScratch& t) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* k = s.k + static_cast<size_t>(row + r) * s.stride;
+    const uint8_t* v = s.v + static_cast<size_t>(row + r) * s.stride;
+    float* kt = t.kt.data() + lane + r;
+    float* vt = t.vt.data() + (lane + r) * dim;
+    if (s.format == KvFormat::BF16 && !s.rotated) {
+      for (int64_t d = 0; d < dim; ++d) kt[d * kTile] = bf16_to_float(layout::load_u16(k + 2 * d));
+      for (int64_t d = 0; d < dim; ++d) vt[d] = bf16_to_float(layout::load_u16(v + 2 * d));
+      continue;
+    }
+    decode_row(s.format, k, dim, s.rotated, t.row.data());
+    for (int64_t d = 0; d < dim; ++d) kt[d * kTile] = t.row[static_cast<size_t>(d)];
+    decode_row(s.format, v, dim, s.rotated, vt);
+  }
+}
 
 }  // namespace
 
-void attend_spans(const float* q, int64_t dim, const ops::AttentionParams& params, std::span<const KvSpan> spans,
-                  int64_t first_pos, float* out) {
-  check_spans(dim, spans);
-  if (first_pos < 0) throw Error("KV span rows at a negative position");
+void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<const KvSpan> spans, int64_t first_pos,
+                  std::span<const ops::AttentionQuery> queries) {
+  check_spans(dim, spans, first_pos);
   int64_t rows = 0;
   for (const KvSpan& s : spans) rows += s.count;
-  if (rows == 0) {
-    std::fill(out, out + dim, 0.0f);
-    return;
+  const int64_t last_pos = first_pos + rows - 1;
+  const auto nq = static_cast<int64_t>(queries.size());
+  if (nq == 0) return;
+
+  thread_local TileScratch t;  // attention runs per (row block, KV head): keep the allocations
+  t.kt.resize(static_cast<size_t>(dim * kTile));
+  t.vt.resize(static_cast<size_t>(kTile * dim));
+  t.row.resize(static_cast<size_t>(dim));
+  t.scores.resize(static_cast<size_t>(nq * kTile));
+  t.acc.assign(static_cast<size_t>(nq * dim), 0.0f);
+  t.max.resize(static_cast<size_t>(nq));
+  t.sum.resize(static_cast<size_t>(nq));
+  t.start.resize(static_cast<size_t>(nq));
+  t.any.assign(static_cast<size_t>(nq), false);
+
+  // The positions some query reads: [lo, hi].
+  int64_t lo = INT64_MAX, hi = -1;
+  for (int64_t i = 0; i < nq; ++i) {
+    const ops::AttentionQuery& q = queries[static_cast<size_t>(i)];
+    if (rows > 0 && (q.pos < first_pos || q.pos > last_pos))
+      throw Error("attention query at position " + std::to_string(q.pos) + " outside the KV rows at " +
+                  std::to_string(first_pos) + ".." + std::to_string(last_pos));
+    // A sink starts the softmax as one term of its own, exp(sink - sink) = 1 with no value, so the
+    // online rescaling treats it like any row.
+    t.max[static_cast<size_t>(i)] = params.has_sink ? q.sink : -INFINITY;
+    t.sum[static_cast<size_t>(i)] = params.has_sink ? 1.0f : 0.0f;
+    t.start[static_cast<size_t>(i)] = std::max(ops::first_attended_position(q.pos, params.window), first_pos);
+    lo = std::min(lo, t.start[static_cast<size_t>(i)]);
+    hi = std::max(hi, q.pos);
   }
-  // The window is anchored at the query's global position, and so are the tiles below: which rows
-  // the caller passes before the window changes nothing.
-  const int64_t start = ops::first_attended_position(first_pos + rows - 1, params.window);
 
   // A cursor over the rows: span si, row row_in_span of it, at global position pos.
   size_t si = 0;
   int64_t row_in_span = 0, pos = first_pos;
-  while (pos < start) {
-    const int64_t skip = std::min(start - pos, spans[si].count - row_in_span);
-    row_in_span += skip;
-    pos += skip;
-    if (row_in_span == spans[si].count) {
-      ++si;
-      row_in_span = 0;
-    }
-  }
-
-  bool any_plain = false, any_rotated = false;
-  for (size_t i = si; i < spans.size(); ++i) {
-    if (spans[i].count > (i == si ? row_in_span : 0)) (spans[i].rotated ? any_rotated : any_plain) = true;
-  }
-  thread_local QueryForm plain, rotated;  // reused between calls: attention runs per (token, head)
-  if (any_plain) plain.prepare(q, dim, false);
-  if (any_rotated) rotated.prepare(q, dim, true);
-  const kernels::PreparedQuery plain_q = plain.view(), rotated_q = rotated.view();
-
-  struct Run {
-    const KvSpan* span;
-    int64_t first, count, tile_offset;
-  };
-  float scores[kTile];
-  Run runs[kTile];
-  // A sink starts the softmax as one term of its own, exp(sink - sink) = 1 with no value, so the
-  // online rescaling below treats it like any row.
-  float running_max = params.has_sink ? params.sink : -INFINITY;
-  float running_sum = params.has_sink ? 1.0f : 0.0f;
-  const bool softcap = params.softcap > 0.0f;
-
-  while (true) {
-    // Gather the next tile: the rows up to the next multiple of kTile positions, possibly from
-    // several spans.
-    const int64_t room = (pos / kTile + 1) * kTile - pos;
-    int n = 0, n_runs = 0;
-    while (n < room && si < spans.size()) {
+  auto advance = [&](int64_t to, bool widen, int64_t tile_base) {
+    while (pos < to) {
       const KvSpan& s = spans[si];
       if (row_in_span == s.count) {
         ++si;
         row_in_span = 0;
         continue;
       }
-      const int64_t take = std::min<int64_t>(room - n, s.count - row_in_span);
-      runs[n_runs++] = {&s, row_in_span, take, n};
-      kernels::score_rows(s.format, s.rotated ? rotated_q : plain_q, dim, s.k + static_cast<size_t>(row_in_span) * s.stride,
-                          s.stride, take, scores + n);
-      n += static_cast<int>(take);
+      const int64_t take = std::min(to - pos, s.count - row_in_span);
+      if (widen) widen_rows(s, row_in_span, take, dim, pos - tile_base, t);
       row_in_span += take;
+      pos += take;
     }
-    if (n == 0) break;
-    pos += n;
+  };
+  if (rows > 0) advance(lo, false, 0);
 
-    float tile_max = -INFINITY;
-    for (int i = 0; i < n; ++i) {
-      scores[i] *= params.scale;
-      if (softcap) scores[i] = params.softcap * std::tanh(scores[i] / params.softcap);
-      tile_max = std::max(tile_max, scores[i]);
+  while (rows > 0 && pos <= hi) {
+    const int64_t tile_base = pos / kTile * kTile;
+    const int64_t tile_end = std::min(tile_base + kTile, hi + 1);  // positions [pos, tile_end) this round
+    t.active.clear();
+    t.active_q.clear();
+    for (int64_t i = 0; i < nq; ++i)
+      if (t.start[static_cast<size_t>(i)] < tile_end && queries[static_cast<size_t>(i)].pos >= pos) {
+        t.active.push_back(i);
+        t.active_q.push_back(queries[static_cast<size_t>(i)].q);
+      }
+    if (t.active.empty()) {
+      advance(tile_end, false, tile_base);
+      continue;
     }
-    if (tile_max > running_max) {
-      // Rescale what was summed so far to the new maximum (exp(-inf) = 0 on the first tile).
-      const float factor = std::exp(running_max - tile_max);
-      running_sum *= factor;
-      if (any_plain)
-        for (float& a : plain.acc) a *= factor;
-      if (any_rotated)
-        for (float& a : rotated.acc) a *= factor;
-      running_max = tile_max;
-    }
-    kernels::exp_shifted(scores, n, running_max);
-    for (int i = 0; i < n; ++i) running_sum += scores[i];
-    for (int r = 0; r < n_runs; ++r) {
-      const Run& run = runs[r];
-      QueryForm& form = run.span->rotated ? rotated : plain;
-      kernels::accumulate_rows(run.span->format, scores + run.tile_offset, dim,
-                               run.span->v + static_cast<size_t>(run.first) * run.span->stride, run.span->stride,
-                               run.count, form.acc.data());
+    const int64_t tile_first = pos;
+    advance(tile_end, true, tile_base);
+    kernels::score_tile(t.kt.data(), dim, t.active_q.data(), static_cast<int64_t>(t.active.size()), t.scores.data());
+    for (size_t a = 0; a < t.active.size(); ++a) {
+      const auto i = static_cast<size_t>(t.active[a]);
+      const int64_t from = std::max(t.start[i], tile_first) - tile_base;
+      const int64_t to = std::min(queries[i].pos, tile_end - 1) - tile_base + 1;
+      float* p = t.scores.data() + a * kTile;
+      const float factor = kernels::softmax_tile(p, from, to, params.scale, params.softcap, &t.max[i], &t.sum[i]);
+      kernels::accumulate_tile(t.vt.data(), dim, p, from, to, factor, t.acc.data() + i * dim);
+      t.any[i] = true;
     }
   }
 
-  if (any_rotated) rotate_row(rotated.acc.data(), dim);  // back from the rotated basis, once
-  const float inv = 1.0f / running_sum;
-  for (int64_t d = 0; d < dim; ++d) {
-    float sum = 0.0f;
-    if (any_plain) sum += plain.acc[static_cast<size_t>(d)];
-    if (any_rotated) sum += rotated.acc[static_cast<size_t>(d)];
-    out[d] = sum * inv;
+  for (int64_t i = 0; i < nq; ++i) {
+    float* out = queries[static_cast<size_t>(i)].out;
+    if (!t.any[static_cast<size_t>(i)]) {
+      std::fill(out, out + dim, 0.0f);
+      continue;
+    }
+    const float inv = 1.0f / t.sum[static_cast<size_t>(i)];
+    const float* acc = t.acc.data() + i * dim;
+    for (int64_t d = 0; d < dim; ++d) out[d] = acc[d] * inv;
   }
+}
+
+void attend_spans(const float* q, int64_t dim, const ops::AttentionParams& params, std::span<const KvSpan> spans,
+                  int64_t first_pos, float* out) {
+  int64_t rows = 0;
+  for (const KvSpan& s : spans) rows += std::max<int64_t>(s.count, 0);
+  const ops::AttentionQuery query{.q = q, .pos = first_pos + std::max<int64_t>(rows - 1, 0), .sink = params.sink, .out = out};
+  attend_spans(dim, params, spans, first_pos, std::span(&query, 1));
 }
 
 }  // namespace keel::kv

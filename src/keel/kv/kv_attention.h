@@ -1,7 +1,8 @@
 #pragma once
-// Attention of one query head over cached rows stored in any mix of KV formats (kv_format.h),
-// read in place: no pass dequantizes a whole span into a buffer. Pure function of its arguments
-// (per-thread scratch only): any thread.
+// Attention of query heads over cached rows stored in any mix of KV formats (kv_format.h), tiled:
+// blocks of queries against tiles of 16 keys with an online softmax (the flash-attention
+// structure). No pass dequantizes a whole span into a buffer: one tile at a time, in per-thread
+// scratch. Pure function of its arguments: any thread.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -22,27 +23,30 @@ struct KvSpan {
   size_t stride;
 };
 
-// Attention of one query over the rows of all spans, in order, with one online softmax. The rows
-// are positions [first_pos, first_pos + rows) of one sequence and the query sits at the last one:
+// Attention of several queries over the rows of all spans, in order, with one online softmax per
+// query. The rows are positions [first_pos, first_pos + rows) of one sequence; query i sits at
+// queries[i].pos inside that range and reads the positions from
+// ops::first_attended_position(pos, window) to its own (rows before the window are skipped, so a
+// caller may pass spans that start before it):
 //   score_j = scale * q.k_j, then softcap * tanh(score_j / softcap) when softcap > 0
 //   out[dim] = sum_j exp(score_j) v_j / (sum_j exp(score_j) + (has_sink ? exp(sink) : 0))
-// over positions j >= ops::first_attended_position(last, window) only (earlier rows are skipped,
-// so a caller may pass spans that start before the window). The sink is a logit with no value:
-// it only takes weight away from the rows.
-// q is not rotated; rotated spans see the rotated q, and their V sum is un-rotated once at the end.
-// Keys in int8/int4/int2 are dotted with q rounded per group of 32 to int16 (to 1/65534 of the
-// group's largest |q|; exact integer products, then one scale per group); bf16 keys see q as is.
-// Scores move by ~1e-5 of their size, far below what quantizing the keys costs (1/254 for int8).
-// No rows at all (or none in the window) gives zeros. Bad arguments (dim not valid for a span's
-// format, negative count or first_pos) throw keel::Error.
+// The sink (the query's own) is a logit with no value: it only takes weight away from the rows.
+// Rows of any format are widened to f32 (quantized ones decoded, rotated ones rotated back) once per
+// tile of positions [16t, 16t + 16) and shared by every query that reads the tile: the query heads
+// of a KV group and the rows of a prefill chunk read each K/V tile once.
+// No rows at all (or none in a query's window) gives zeros. Bad arguments (dim not valid for a
+// span's format, negative count or first_pos, a query outside the rows) throw keel::Error.
 //
-// Deterministic and split-invariant: the result depends only on q, params and the rows read (their
-// positions, bytes, format and rotation), never on threads, on how the rows are cut into spans or
-// on how many rows before the window are passed. Rows are processed in fixed tiles of global
-// position (positions [16t, 16t + 16) of the sequence, the window's start a global position too),
-// so the same rows in different spans give bit-identical output; the prefix cache, chunked prefill
-// and sliding-window layers that keep only their window rely on this. (Bits may differ between
-// CPUs with different SIMD widths.)
+// Deterministic and split-invariant: a query's result depends only on q, its position and sink,
+// params and the rows it reads (their positions, bytes, format and rotation), never on the other
+// queries of the call, on threads, on how the rows are cut into spans or on how many rows before its
+// window are passed. Tiles are fixed in global position, so the same rows in different spans give
+// bit-identical output; the prefix cache, chunked prefill, batching and sliding-window layers that
+// keep only their window rely on this. (Bits may differ between CPUs with different SIMD widths.)
+void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<const KvSpan> spans, int64_t first_pos,
+                  std::span<const ops::AttentionQuery> queries);
+
+// One query at the last row's position, with params.sink as its sink.
 void attend_spans(const float* q, int64_t dim, const ops::AttentionParams& params, std::span<const KvSpan> spans,
                   int64_t first_pos, float* out);
 

@@ -1,36 +1,32 @@
 #pragma once
-// The per-row loops of attend_spans (kv_attention.cpp): scores of a run of keys and the weighted
-// sum of a run of values, each reading one format in place. Internal to keel::kv.
-#include <cstddef>
+// The inner loops of attend_spans (kv_attention.cpp) over one tile of kTile key positions, already
+// widened to f32: the scores of several queries, one query's online-softmax step, and its weighted
+// sum of the values. Internal to keel::kv; pure functions of their arguments (any thread).
+//
+// Every output element is computed by one fixed sequence of operations that does not depend on how
+// many queries share the call or which other lanes of the tile are valid, so a query gives the same
+// bits alone or in any block of queries (batch and chunking invariance rest on this).
 #include <cstdint>
-
-#include "keel/kv/kv_format_cost.h"
 
 namespace keel::kv::kernels {
 
-// The query in the forms the key formats need, prepared once per call (and once more, rotated,
-// when rotated rows are present). q16 is q quantized per group of 32 to int16: q ~ q_scale[g] * q16,
-// precise to 1/65534 of the group's largest |q|, so integer dot products lose almost nothing.
-struct PreparedQuery {
-  const float* q;        // [dim]
-  const int16_t* q16;    // [dim]
-  const float* q_scale;  // [dim / 32]
-  const float* q_sum;    // [dim / 32]: q_scale * sum of q16 over the group (for affine zero points)
-};
+// Positions per tile: tiles cover positions [16t, 16t + 16) of a sequence, whatever spans hold them.
+inline constexpr int64_t kTile = 16;
 
-// Fills the q16 / q_scale / q_sum arrays of a query (dim a multiple of 32).
-void prepare_query(const float* q, int64_t dim, int16_t* q16, float* q_scale, float* q_sum);
+// scores[i * kTile + j] = dot(q[i], key j) for i < n_queries and every lane j, where kt is the
+// tile's keys transposed: kt[d * kTile + j] = element d of key j (dim rows of kTile floats).
+void score_tile(const float* kt, int64_t dim, const float* const* q, int64_t n_queries, float* scores);
 
-// scores[i] = q . key_i (unscaled) for the n rows at k, k + stride, ...
-void score_rows(KvFormat f, const PreparedQuery& q, int64_t dim, const uint8_t* k, size_t stride, int64_t n,
-                float* scores);
+// One query's online-softmax step over lanes [lo, hi) of a tile (0 <= lo < hi <= kTile): turns the
+// raw dot products s into scale * s (soft-capped as softcap * tanh(. / softcap) when softcap > 0),
+// raises *running_max to the tile's largest, returns the factor the sums so far must be multiplied
+// by (exp(old max - new max), 1 when it did not grow), sets s[j] = exp(score_j - max) on the lanes
+// (0 elsewhere), and adds their sum to *running_sum (after scaling it by the factor).
+float softmax_tile(float* s, int64_t lo, int64_t hi, float scale, float softcap, float* running_max,
+                   float* running_sum);
 
-// acc[dim] += p[i] * value_i for i = 0 .. n-1, in that order.
-void accumulate_rows(KvFormat f, const float* p, int64_t dim, const uint8_t* v, size_t stride, int64_t n, float* acc);
-
-// The softmax numerators of one tile: s[i] = exp(s[i] - max) for i < n (n <= kExpTile). Each
-// element is computed alone, so a short tile gives the same values as a full one.
-inline constexpr int64_t kExpTile = 16;
-void exp_shifted(float* s, int64_t n, float max);
+// acc[d] = acc[d] * factor + sum over j in [lo, hi) of p[j] * v[j * dim + d], j in order; v is the
+// tile's values as kTile rows of dim floats.
+void accumulate_tile(const float* v, int64_t dim, const float* p, int64_t lo, int64_t hi, float factor, float* acc);
 
 }  // namespace keel::kv::kernels

@@ -8,6 +8,7 @@
 // Threads: store() and set_size() from the thread running the forward pass; attend() concurrently
 // from its workers, between the stores of a layer and the next pass.
 #include <cstdint>
+#include <span>
 
 #include "keel/ops/attention_params.h"
 
@@ -23,11 +24,19 @@ class KvCache {
   // Stores K and V ([num_kv_heads * head_dim] each) of one token at `pos` for one layer.
   virtual void store(int64_t layer, int64_t pos, const float* k, const float* v) = 0;
 
-  // out[head_dim] = attention of one query (q[head_dim]) over KV head `kv_head` of `layer`, at
-  // positions [ops::first_attended_position(n_pos - 1, params.window), n_pos). `scratch` holds at
-  // least n_pos floats. Safe to call concurrently for different heads/tokens.
-  virtual void attend(int64_t layer, int64_t kv_head, const float* q, int64_t n_pos, const ops::AttentionParams& params,
-                      float* scratch, float* out) const = 0;
+  // Attention of several queries over KV head `kv_head` of `layer` (ops::AttentionQuery: each reads
+  // the positions [ops::first_attended_position(pos, params.window), pos] and writes head_dim
+  // floats). A query's result does not depend on the other queries of the call. Safe to call
+  // concurrently for different heads/tokens.
+  virtual void attend(int64_t layer, int64_t kv_head, std::span<const ops::AttentionQuery> queries,
+                      const ops::AttentionParams& params) const = 0;
+
+  // One query at `pos`, with params.sink as its sink (tests and tools).
+  void attend_one(int64_t layer, int64_t kv_head, const float* q, int64_t pos, const ops::AttentionParams& params,
+                  float* out) const {
+    const ops::AttentionQuery query{.q = q, .pos = pos, .sink = params.sink, .out = out};
+    attend(layer, kv_head, std::span(&query, 1), params);
+  }
 
   // Marks positions [0, n) as complete (after a forward pass) or drops everything from n on.
   virtual void set_size(int64_t n) = 0;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "keel/kv/kv_attention.h"
 #include "keel/kv/kv_block_hash.h"
@@ -109,8 +111,8 @@ void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* 
   }
 }
 
-void KvSequence::attend(int64_t layer, int64_t kv_head, const float* q, int64_t n_pos,
-                        const ops::AttentionParams& params, float* /*scratch*/, float* out) const {
+void KvSequence::attend(int64_t layer, int64_t kv_head, std::span<const ops::AttentionQuery> queries,
+                        const ops::AttentionParams& params) const {
   const KvBlockLayout& layout = pool_.layout();
   if (layer < 0 || layer >= layout.layers() || kv_head < 0 || kv_head >= layout.group(layout.group_of(layer)).kv_heads)
     throw InternalError("KV attention at layer " + std::to_string(layer) + ", KV head " + std::to_string(kv_head) +
@@ -121,29 +123,61 @@ void KvSequence::attend(int64_t layer, int64_t kv_head, const float* q, int64_t 
     throw InternalError("KV layer " + std::to_string(layer) + " keeps only its sliding window of " +
                         std::to_string(group.window) + " positions, but attention asked for " +
                         (params.window > 0 ? "a window of " + std::to_string(params.window) : "every position"));
-  // Blocks before the query's sliding window are not passed at all (a sliding group may have freed
-  // them); attend_spans skips the rows of the first block that fall before the window.
-  const int64_t first = sliding_start_block(n_pos - 1, params.window);
-  const int64_t full_from = window_start_block(n_pos - 1, pool_.policy().recent());
-  const int64_t n_blocks = blocks_for_tokens(n_pos);
-  if (n_blocks > static_cast<int64_t>(blocks_.size())) throw InternalError("KV attention beyond the stored positions");
-  thread_local std::vector<KvSpan> spans;  // attention runs per (token, head): keep the allocation
-  spans.clear();
-  for (int64_t b = first; b < n_blocks; ++b) {
-    const KvBlock& block = *blocks_[static_cast<size_t>(b)];
-    const KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
-    const bool quantized = b < full_from && block.format != KvFormat::BF16;
-    if (quantized ? rows.quantized_layers <= index : rows.full.empty())
-      throw InternalError("KV rows of layer " + std::to_string(layer) + " at positions " +
-                          std::to_string(b * kKvBlockTokens) + ".." + std::to_string(b * kKvBlockTokens + 15) +
-                          " are gone but the query at " + std::to_string(n_pos - 1) + " reads them");
-    const KvFormat format = quantized ? block.format : KvFormat::BF16;
-    const uint8_t* data = quantized ? rows.quantized.data() : rows.full.data();
-    spans.push_back(KvSpan{format, quantized && pool_.rotated(format), data + layout.keys_offset(format, layer, kv_head),
-                           data + layout.values_offset(format, layer, kv_head),
-                           std::min(kKvBlockTokens, n_pos - b * kKvBlockTokens), layout.row_bytes(g, format)});
+  if (queries.empty()) return;
+
+  // A query at p reads block b quantized when b < window_start_block(p, recent) and the block's
+  // format is below bf16. Queries sorted by that boundary form groups that read every block alike:
+  // a group grows while the blocks between its boundaries are all bf16.
+  const int64_t recent = pool_.policy().recent();
+  thread_local std::vector<std::pair<int64_t, size_t>> order;  // (full-precision boundary, query index)
+  thread_local std::vector<ops::AttentionQuery> members;
+  thread_local std::vector<KvSpan> spans;  // attention runs per (row block, head): keep the allocations
+  order.clear();
+  for (size_t i = 0; i < queries.size(); ++i) order.emplace_back(window_start_block(queries[i].pos, recent), i);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto all_bf16 = [&](int64_t from, int64_t to) {
+    to = std::min<int64_t>(to, static_cast<int64_t>(blocks_.size()));
+    for (int64_t b = from; b < to; ++b)
+      if (blocks_[static_cast<size_t>(b)]->format != KvFormat::BF16) return false;
+    return true;
+  };
+
+  for (size_t begin = 0; begin < order.size();) {
+    const int64_t full_from = order[begin].first;
+    size_t end = begin + 1;
+    while (end < order.size() && all_bf16(order[end - 1].first, order[end].first)) ++end;
+    members.clear();
+    int64_t min_pos = INT64_MAX, max_pos = 0;
+    for (size_t m = begin; m < end; ++m) {
+      members.push_back(queries[order[m].second]);
+      min_pos = std::min(min_pos, members.back().pos);
+      max_pos = std::max(max_pos, members.back().pos);
+    }
+    begin = end;
+
+    // Blocks before the earliest query's sliding window are not passed at all (a sliding group may
+    // have freed them); attend_spans skips each query's rows before its window.
+    const int64_t first = sliding_start_block(min_pos, params.window);
+    const int64_t n_pos = max_pos + 1;
+    const int64_t n_blocks = blocks_for_tokens(n_pos);
+    if (n_blocks > static_cast<int64_t>(blocks_.size())) throw InternalError("KV attention beyond the stored positions");
+    spans.clear();
+    for (int64_t b = first; b < n_blocks; ++b) {
+      const KvBlock& block = *blocks_[static_cast<size_t>(b)];
+      const KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
+      const bool quantized = b < full_from && block.format != KvFormat::BF16;
+      if (quantized ? rows.quantized_layers <= index : rows.full.empty())
+        throw InternalError("KV rows of layer " + std::to_string(layer) + " at positions " +
+                            std::to_string(b * kKvBlockTokens) + ".." + std::to_string(b * kKvBlockTokens + 15) +
+                            " are gone but the query at " + std::to_string(max_pos) + " reads them");
+      const KvFormat format = quantized ? block.format : KvFormat::BF16;
+      const uint8_t* data = quantized ? rows.quantized.data() : rows.full.data();
+      spans.push_back(KvSpan{format, quantized && pool_.rotated(format), data + layout.keys_offset(format, layer, kv_head),
+                             data + layout.values_offset(format, layer, kv_head),
+                             std::min(kKvBlockTokens, n_pos - b * kKvBlockTokens), layout.row_bytes(g, format)});
+    }
+    attend_spans(group.head_dim, params, spans, first * kKvBlockTokens, members);
   }
-  attend_spans(q, group.head_dim, params, spans, first * kKvBlockTokens, out);
 }
 
 void KvSequence::set_size(int64_t n) {

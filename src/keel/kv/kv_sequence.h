@@ -33,8 +33,10 @@ class KvSequence final : public KvCache {
   void store(int64_t layer, int64_t pos, const float* k, const float* v) override;
   // A sliding-window layer keeps only its window: params.window must be set and no wider than the
   // layer's (keel::InternalError otherwise); a narrower window just reads fewer rows.
-  void attend(int64_t layer, int64_t kv_head, const float* q, int64_t n_pos, const ops::AttentionParams& params,
-              float* scratch, float* out) const override;
+  // Queries whose recent windows read a block in different precisions are attended in separate
+  // groups; each query's result is what it would get alone.
+  void attend(int64_t layer, int64_t kv_head, std::span<const ops::AttentionQuery> queries,
+              const ops::AttentionParams& params) const override;
   // Growing: marks positions complete after a forward pass. n == size(): forgets appended tokens
   // that were not run (after a failed pass). Shrinking: like trim(n), but throws keel::Error (and
   // changes nothing) when n cannot be kept exactly.

@@ -11,7 +11,17 @@ struct AttentionParams {
   int64_t window = 0;     // > 0: only the last `window` positions (the query's own included)
   float softcap = 0.0f;   // > 0: score = softcap * tanh(score / softcap) (Gemma 2)
   bool has_sink = false;  // gpt-oss: one more logit, `sink`, in the softmax's denominator only
-  float sink = 0.0f;
+  float sink = 0.0f;      // the sink of a single-query call; a multi-query call takes each query's own
+};
+
+// One query of a multi-query attention call (KvCache::attend): the query heads of one KV head, for
+// one or more rows of one sequence, read each K/V tile once. Each query reads the positions
+// [first_attended_position(pos, window), pos] and writes head_dim floats to out.
+struct AttentionQuery {
+  const float* q;    // [head_dim], in the model's basis (not rotated)
+  int64_t pos;       // the position the query sits at
+  float sink = 0;    // its head's sink logit, when AttentionParams::has_sink
+  float* out;        // [head_dim]
 };
 
 // Grouped-query attention: query head h reads KV head h / (num_heads / num_kv_heads).
