@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "server_support.h"
@@ -98,6 +99,39 @@ TEST(ServeWarm, CapturedRequestPrefilledAtStartMakesTheFirstRequestACacheHit) {
   const JsonResponse r = post_json(client, "/v1/messages", request_with(system, "Run pwd"));
   ASSERT_EQ(r.status, 200) << r.text;
   EXPECT_GT(r.body["usage"]["cache_read_input_tokens"].get<int64_t>(), 1500) << r.body["usage"].dump();
+}
+
+// A warm-up is a background turn: a real request that arrives while it prefills suspends it (and
+// is answered), and the warm-up then finishes what it started.
+TEST(ServeWarm, ARealRequestDoesNotWaitForTheWarmUp) {
+  TempDir dir;
+  const fs::path warm = dir.path() / "warm.json";
+  const std::string system = prose(10000);
+  { std::ofstream(warm) << request_with(system, "What files are in /tmp?").dump(); }
+  ServerProcess server({"--warm", warm.string()});
+  auto client = server.client(std::chrono::seconds(600));
+  // Wait until the warm-up runs.
+  json h;
+  for (int i = 0; i < 2000; ++i) {
+    h = health(server);
+    if (h.is_object() && h["queue"]["running"].get<int>() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(h["warming"].get<bool>()) << "the warm-up finished before the test went on";
+  const JsonResponse r = post_json(client, "/v1/messages", request_with("You are terse.", "Say hi."));
+  ASSERT_EQ(r.status, 200) << r.text;
+  h = health(server);
+  EXPECT_GE(h["warmup"]["yields"].get<int64_t>(), 1) << h.dump();
+  for (int i = 0; i < 6000 && h["warming"].get<bool>(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    h = health(server);
+  }
+  ASSERT_FALSE(h["warming"].get<bool>()) << h.dump();
+  EXPECT_EQ(h["warmup"]["done"], 1);
+  EXPECT_EQ(h["warmup"]["failed"], 0);
+  const JsonResponse hit = post_json(client, "/v1/messages", request_with(system, "Run pwd"));
+  ASSERT_EQ(hit.status, 200) << hit.text;
+  EXPECT_GT(hit.body["usage"]["cache_read_input_tokens"].get<int64_t>(), 10000) << hit.body["usage"].dump();
 }
 
 // A warm file that is not a request stops the server before the model loads, naming the file.
