@@ -14,6 +14,7 @@
 #include "keel/engine/standalone_sequence.h"
 #include "keel/arch/synth.h"
 #include "keel/ops/bf16_dot_x86.h"
+#include "keel/ops/mlx_bf16_x86.h"
 #include "keel/ops/matmul.h"
 #include "keel/util/half.h"
 #include "keel/util/error.h"
@@ -272,9 +273,12 @@ TEST(Engine, MatmulAllFormatsBothPaths) {
         const int64_t n = 5;
         std::vector<float> x(static_cast<size_t>(n * m->cols));
         for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f);
-        // On AVX512_BF16 CPUs bf16 weights meet activations rounded to bf16 (see bf16_dot_x86.h).
+        // On AVX512_BF16 CPUs bf16 and MLX weights meet activations rounded to bf16 (see
+        // bf16_dot_x86.h, mlx_bf16_x86.h).
         std::vector<float> x_ref = x;
-        if (f == WeightFormat::BF16 && ops::cpu_has_avx512_bf16())
+        const bool mlx = f == WeightFormat::MLX4 || f == WeightFormat::MLX8;
+        if ((f == WeightFormat::BF16 && ops::cpu_has_avx512_bf16()) ||
+            (mlx && ops::mlx_bf16_supported({nullptr, nullptr, nullptr, m->bits(), m->group_size, m->cols})))
           for (float& v : x_ref) v = bf16_to_float(float_to_bf16(v));
         std::vector<float> y(static_cast<size_t>(n * m->rows)), y1(static_cast<size_t>(m->rows)), row(static_cast<size_t>(m->cols));
         ops::matmul(*m, x.data(), n, y.data(), pool);

@@ -7,6 +7,7 @@
 
 #include "keel/ops/bf16_dot_x86.h"
 #include "keel/ops/mlx_bf16_x86.h"
+#include "keel/ops/mxfp4_bf16_x86.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/util/half.h"
 
@@ -31,6 +32,14 @@ void gemv_range(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* 
     case WeightFormat::MLX8: gemm_mlx(mlx_rows(w), x, 1, r0, r1, y, 0); break;
     case WeightFormat::MXFP4: gemv_mxfp4(mxfp4_rows(w), x, r0, r1, y); break;
   }
+}
+
+// x rounded to bf16 in a buffer of the calling thread (workers only read it); valid until its next call.
+const uint16_t* activations_bf16(const float* x, int64_t count) {
+  thread_local std::vector<uint16_t> x_bf16;
+  x_bf16.resize(static_cast<size_t>(count));
+  for (size_t i = 0; i < x_bf16.size(); ++i) x_bf16[i] = float_to_bf16(x[i]);
+  return x_bf16.data();
 }
 
 }  // namespace
@@ -80,13 +89,20 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   };
 
   if (w.format == WeightFormat::BF16 && cpu_has_avx512_bf16()) {
-    thread_local std::vector<uint16_t> x_bf16;  // the caller's thread converts, workers only read
-    x_bf16.resize(static_cast<size_t>(n_tokens * w.cols));
-    for (size_t i = 0; i < x_bf16.size(); ++i) x_bf16[i] = float_to_bf16(x[i]);
-    const uint16_t* xb = x_bf16.data();
+    const uint16_t* xb = activations_bf16(x, n_tokens * w.cols);
     pool.parallel_for(tasks, [&](size_t task, int) {
       auto [r0, r1] = rows_of(task);
       gemm_bf16_dp(reinterpret_cast<const uint16_t*>(w.data), w.cols, r0, r1, xb, n_tokens, y, w.rows);
+    });
+    return;
+  }
+
+  // MXFP4 values are exact in bf16: widened rows through the same bf16 products (mxfp4_bf16_x86.h).
+  if (w.format == WeightFormat::MXFP4 && mxfp4_bf16_supported()) {
+    const uint16_t* xb = activations_bf16(x, n_tokens * w.cols);
+    pool.parallel_for(tasks, [&](size_t task, int) {
+      auto [r0, r1] = rows_of(task);
+      gemm_mxfp4_bf16(mxfp4_rows(w), xb, n_tokens, r0, r1, y + r0, w.rows);
     });
     return;
   }
