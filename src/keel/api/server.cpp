@@ -5,6 +5,7 @@
 #include <functional>
 #include <random>
 
+#include "keel/api/cache_salt.h"
 #include "keel/api/http_access.h"
 #include "keel/api/log_text.h"
 #include "keel/api/request_capture.h"
@@ -261,7 +262,7 @@ struct Server::Impl {
   uint64_t cache_salt(const http::Request& req) const {
     if (access.key_count() < 2) return 0;
     const auto key = access.presented_key(req);
-    return key ? *key + 1 : 0;  // dispatch() let only key holders through
+    return key ? cache_salt_for_key(state.options.api_keys[*key]) : 0;  // dispatch() let only key holders through
   }
 
   // Every 4xx and 5xx on stderr with its request id, so a client's report can be matched to a

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "keel/api/cache_salt.h"
 #include "keel/api/chat_request.h"
 #include "keel/api/log_text.h"
 #include "keel/api/server_state.h"
@@ -15,8 +16,10 @@ namespace keel::api {
 namespace {
 
 // The namespace a warm-up fills: the one every request shares with one API key or none; with
-// several, the first key's (Server's cache_salt: key index + 1).
-uint64_t warm_salt(const ServerState& s) { return s.options.api_keys.size() >= 2 ? 1 : 0; }
+// several, the first key's (as Server gives a request that presents it).
+uint64_t warm_salt(const ServerState& s) {
+  return s.options.api_keys.size() >= 2 ? cache_salt_for_key(s.options.api_keys.front()) : 0;
+}
 
 ChatRequest parse_warm(const WarmRequest& w, const RequestLimits& limits) {
   return w.protocol == Protocol::Anthropic ? parse_anthropic_request(w.body, limits) : parse_openai_request(w.body, limits);

@@ -73,8 +73,13 @@ KvDiskTier::KvDiskTier(const KvDiskOptions& options, uint64_t namespace_key, con
       queue_cap_(options.queue_bytes),
       max_file_bytes_(2 * static_cast<int64_t>(layout.block_bytes(KvFormat::BF16)) + 4096) {
   std::error_code ec;
+  // The rows say much about the prompts they came from: a folder keel makes is the owner's alone
+  // (0700), as is each file (0600).
+  const bool new_root = !std::filesystem::exists(root_, ec);
   std::filesystem::create_directories(folder_, ec);
   if (ec) throw Error("--kv-disk: cannot create " + folder_.string() + ": " + ec.message());
+  if (new_root) std::filesystem::permissions(root_, std::filesystem::perms::owner_all, ec);
+  std::filesystem::permissions(folder_, std::filesystem::perms::owner_all, ec);
   // Index every namespace's files: the cap is the folder's. Temp files are writes a crash cut short.
   for (auto it = std::filesystem::recursive_directory_iterator(root_, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
