@@ -33,7 +33,7 @@ environment:
   MODELS         folder with the model files (default /tmp/sbs)
   KEEL_REPEATS   keel bench --repeats per run (default 2: keel's first repeat also pays the page
                  faults on its mapped weights, llama-bench warms up by itself; the best is kept)
-  LLAMA_REPEATS  llama-bench -r per run (default 1)
+  LLAMA_REPEATS  llama-bench -r per run (default 1; the best sample is kept)
   KEEL_ARGS      extra flags for keel bench (e.g. "--kv-policy int8")
   LLAMA_ARGS     extra flags for llama-bench (e.g. "-fa 1 -ub 2048")
   LOG            where each run's output goes (default: a temporary file, named at the end)
@@ -134,7 +134,7 @@ keel_run() {
   awk -v key="$key" '$1 == key { for (i = 1; i <= NF; ++i) if ($i == "tok/s") { print $(i - 1); exit } }' <<< "$out"
 }
 
-# One llama-bench run; prints its mean tokens/s.
+# One llama-bench run; prints the best of its -r samples (as keel bench keeps its best repeat).
 llama_run() {
   local model="$1" mode="$2" n="$3" out
   local -a flags=(-m "$model" -t "$threads" -r "$LLAMA_REPEATS" -o json)
@@ -142,7 +142,9 @@ llama_run() {
   # shellcheck disable=SC2086 # LLAMA_ARGS is a list of flags
   out="$("$LLAMA_CPP/llama-bench" "${flags[@]}" $LLAMA_ARGS 2>>"$LOG")" || { echo "$out" >> "$LOG"; fail "llama-bench failed (see $LOG)"; }
   echo "$out" >> "$LOG"
-  awk -F': *' '/"avg_ts"/ { gsub(/[ ,]/, "", $2); printf "%.2f\n", $2; exit }' <<< "$out"
+  awk '/"samples_ts"/ { gsub(/.*\[|\].*/, ""); n = split($0, v, ","); best = v[1]
+                          for (i = 2; i <= n; ++i) if (v[i] + 0 > best + 0) best = v[i]
+                          printf "%.2f\n", best; exit }' <<< "$out"
 }
 
 median() { tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -160,7 +162,7 @@ for p in "${pair_names[@]}"; do
     keel_tps=(); llama_tps=()
     for ((i = 1; i <= runs; ++i)); do
       kt="$(keel_run "$k" "$mode" "$n")"; [ -n "$kt" ] || fail "no tok/s in keel bench's output (see $LOG)"
-      lt="$(llama_run "$g" "$mode" "$n")"; [ -n "$lt" ] || fail "no avg_ts in llama-bench's output (see $LOG)"
+      lt="$(llama_run "$g" "$mode" "$n")"; [ -n "$lt" ] || fail "no samples_ts in llama-bench's output (see $LOG)"
       keel_tps+=("$kt"); llama_tps+=("$lt")
       echo "side_by_side: $(pair_label "$p") $mode$n run $i/$runs: keel $kt, llama.cpp $lt tok/s" >&2
     done
