@@ -134,6 +134,13 @@ bool KvDiskTier::store(KvDiskBlock block, Queue queue) {
   return true;
 }
 
+bool KvDiskTier::room_for_copy(int64_t bytes) {
+  std::lock_guard lock(mu_);
+  if (queue_bytes_ == 0 || queue_bytes_ + bytes <= queue_cap_) return true;
+  ++stats_.dropped;
+  return false;
+}
+
 std::optional<KvDiskBlock> KvDiskTier::load(const KvDiskBlockId& id) {
   const std::string name = kv_disk_file_name(id.hash, id.check);
   {

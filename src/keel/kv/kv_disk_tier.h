@@ -63,6 +63,9 @@ class KvDiskTier {
   };
   // Queues the block for the writer thread; false when refused.
   bool store(KvDiskBlock block, Queue queue);
+  // Whether a copy of `bytes` would be queued now (Queue::IfRoom); counts a refusal in `dropped`,
+  // so the caller need not copy a block only to see it refused.
+  bool room_for_copy(int64_t bytes);
   // The block `id` names, checked byte for byte: from the write queue, else from its file. Nothing
   // when there is no such file or it was refused (then it is removed and counted).
   std::optional<KvDiskBlock> load(const KvDiskBlockId& id);

@@ -165,6 +165,11 @@ KvDiskBlock KvPool::disk_block_locked(KvBlock& block, bool take_rows) {
 void KvPool::offer_to_disk_locked(KvBlock& block, bool take_rows) {
   if (!disk_ || !block.cached) return;
   if (block.on_disk && disk_->contains(block.hash, block.check)) return;
+  if (!take_rows) {
+    int64_t bytes = 0;
+    for (const KvGroupRows& rows : block.groups) bytes += static_cast<int64_t>(rows.full.size() + rows.quantized.size());
+    if (!disk_->room_for_copy(bytes)) return;  // written when it is evicted instead
+  }
   block.on_disk = disk_->store(disk_block_locked(block, take_rows),
                                take_rows ? KvDiskTier::Queue::Always : KvDiskTier::Queue::IfRoom);
 }
