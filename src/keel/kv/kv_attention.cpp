@@ -1,4 +1,4 @@
-// attend_spans: tiles of 16 key positions, fixed in global position, widened to f32 once and read by
+// attend_spans: tiles of 64 key positions, fixed in global position, widened to f32 once and read by
 // every query of the call that sees them; one online softmax per query. See kv_attention.h for why
 // the tiles are global and what stays bit-identical.
 #include "keel/kv/kv_attention.h"
@@ -36,27 +36,26 @@ struct TileScratch {
   std::vector<float> kt;      // (dim, kTile) keys: kt[d * kTile + lane]
   std::vector<float> vt;      // (kTile, dim) values
   std::vector<float> row;     // (dim) one decoded key row
-  std::vector<float> scores;  // (active queries, kTile)
+  std::vector<float> scores;  // (4, kTile)
   std::vector<float> acc;     // (queries, dim) value sums
   std::vector<float> max, sum;
   std::vector<int64_t> start;  // each query's first attended position
   std::vector<bool> any;       // whether it read any row
-  std::vector<int64_t> active;
-  std::vector<const float*> active_q;
+  std::vector<kernels::TileQuery> active;
 };
 
 // Widens `n` rows of span s from row `row` into lanes [lane, lane + n) of the tile.
 void widen_rows(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t lane, TileScratch& t) {
+  if (s.format == KvFormat::BF16 && !s.rotated) {
+    kernels::widen_bf16_keys(s.k + static_cast<size_t>(row) * s.stride, s.stride, n, dim, t.kt.data() + lane);
+    kernels::widen_bf16_values(s.v + static_cast<size_t>(row) * s.stride, s.stride, n, dim, t.vt.data() + lane * dim);
+    return;
+  }
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* k = s.k + static_cast<size_t>(row + r) * s.stride;
     const uint8_t* v = s.v + static_cast<size_t>(row + r) * s.stride;
     float* kt = t.kt.data() + lane + r;
     float* vt = t.vt.data() + (lane + r) * dim;
-    if (s.format == KvFormat::BF16 && !s.rotated) {
-      for (int64_t d = 0; d < dim; ++d) kt[d * kTile] = bf16_to_float(layout::load_u16(k + 2 * d));
-      for (int64_t d = 0; d < dim; ++d) vt[d] = bf16_to_float(layout::load_u16(v + 2 * d));
-      continue;
-    }
     decode_row(s.format, k, dim, s.rotated, t.row.data());
     for (int64_t d = 0; d < dim; ++d) kt[d * kTile] = t.row[static_cast<size_t>(d)];
     decode_row(s.format, v, dim, s.rotated, vt);
@@ -78,7 +77,7 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
   t.kt.resize(static_cast<size_t>(dim * kTile));
   t.vt.resize(static_cast<size_t>(kTile * dim));
   t.row.resize(static_cast<size_t>(dim));
-  t.scores.resize(static_cast<size_t>(nq * kTile));
+  t.scores.resize(static_cast<size_t>(4 * kTile));
   t.acc.assign(static_cast<size_t>(nq * dim), 0.0f);
   t.max.resize(static_cast<size_t>(nq));
   t.sum.resize(static_cast<size_t>(nq));
@@ -124,28 +123,24 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
     const int64_t tile_base = pos / kTile * kTile;
     const int64_t tile_end = std::min(tile_base + kTile, hi + 1);  // positions [pos, tile_end) this round
     t.active.clear();
-    t.active_q.clear();
-    for (int64_t i = 0; i < nq; ++i)
-      if (t.start[static_cast<size_t>(i)] < tile_end && queries[static_cast<size_t>(i)].pos >= pos) {
-        t.active.push_back(i);
-        t.active_q.push_back(queries[static_cast<size_t>(i)].q);
-      }
+    for (int64_t i = 0; i < nq; ++i) {
+      const auto u = static_cast<size_t>(i);
+      if (t.start[u] >= tile_end || queries[u].pos < pos) continue;
+      t.active.push_back({.q = queries[u].q,
+                          .lo = std::max(t.start[u], pos) - tile_base,
+                          .hi = std::min(queries[u].pos, tile_end - 1) - tile_base + 1,
+                          .running_max = &t.max[u],
+                          .running_sum = &t.sum[u],
+                          .acc = t.acc.data() + i * dim});
+      t.any[u] = true;
+    }
     if (t.active.empty()) {
       advance(tile_end, false, tile_base);
       continue;
     }
-    const int64_t tile_first = pos;
     advance(tile_end, true, tile_base);
-    kernels::score_tile(t.kt.data(), dim, t.active_q.data(), static_cast<int64_t>(t.active.size()), t.scores.data());
-    for (size_t a = 0; a < t.active.size(); ++a) {
-      const auto i = static_cast<size_t>(t.active[a]);
-      const int64_t from = std::max(t.start[i], tile_first) - tile_base;
-      const int64_t to = std::min(queries[i].pos, tile_end - 1) - tile_base + 1;
-      float* p = t.scores.data() + a * kTile;
-      const float factor = kernels::softmax_tile(p, from, to, params.scale, params.softcap, &t.max[i], &t.sum[i]);
-      kernels::accumulate_tile(t.vt.data(), dim, p, from, to, factor, t.acc.data() + i * dim);
-      t.any[i] = true;
-    }
+    kernels::attend_tile(t.kt.data(), t.vt.data(), dim, t.active.data(), static_cast<int64_t>(t.active.size()),
+                         params.scale, params.softcap, t.scores.data());
   }
 
   for (int64_t i = 0; i < nq; ++i) {

@@ -1,6 +1,6 @@
 #pragma once
 // Attention of query heads over cached rows stored in any mix of KV formats (kv_format.h), tiled:
-// blocks of queries against tiles of 16 keys with an online softmax (the flash-attention
+// blocks of queries against tiles of 64 keys with an online softmax (the flash-attention
 // structure). No pass dequantizes a whole span into a buffer: one tile at a time, in per-thread
 // scratch. Pure function of its arguments: any thread.
 #include <cstddef>
@@ -32,7 +32,7 @@ struct KvSpan {
 //   out[dim] = sum_j exp(score_j) v_j / (sum_j exp(score_j) + (has_sink ? exp(sink) : 0))
 // The sink (the query's own) is a logit with no value: it only takes weight away from the rows.
 // Rows of any format are widened to f32 (quantized ones decoded, rotated ones rotated back) once per
-// tile of positions [16t, 16t + 16) and shared by every query that reads the tile: the query heads
+// tile of positions [64t, 64t + 64) and shared by every query that reads the tile: the query heads
 // of a KV group and the rows of a prefill chunk read each K/V tile once.
 // No rows at all (or none in a query's window) gives zeros. Bad arguments (dim not valid for a
 // span's format, negative count or first_pos, a query outside the rows) throw keel::Error.
