@@ -222,6 +222,32 @@ TEST(KvDiskTier, EvictedBlocksComeBackFromDiskWithinTheBudget) {
   }
 }
 
+// open() reads disk blocks in batches (64 blocks between two looks at the budget): a prompt of
+// more than one batch comes back whole, and exactly.
+TEST(KvDiskTier, ARestartReadsMoreThanOneBatch) {
+  Model m("tiny-toolcaller");
+  const uint64_t identity = kv_model_identity(m.dir);
+  const KvPolicy policy = KvPolicy::parse("protect").with_recent(32);
+  test::TempDir dir;
+  std::mt19937 rng(13);
+  Conversation a;
+  add_random_turns(a, rng, 2100, m.weights.spec.vocab_size);  // 131 whole blocks: three batches
+  {
+    KvPool pool(m.weights.spec, kBudget, policy, true, 0, disk_at(dir.path(), identity));
+    auto seq = pool.open(a.ids, a.roles);
+    run_rest(m.model, *seq, a, 256);
+    seq->publish();
+  }
+  KvPool pool(m.weights.spec, kBudget, policy, true, 0, disk_at(dir.path(), identity));
+  Conversation next = a;
+  add_random_turns(next, rng, 30, m.weights.spec.vocab_size);
+  auto seq = pool.open(next.ids, next.roles);
+  EXPECT_EQ(seq->size(), 131 * kKvBlockTokens);
+  EXPECT_EQ(pool.stats().disk_reused_blocks, 131);
+  EXPECT_TRUE(same_bits(run_rest(m.model, *seq, next, 64), fresh_logits(m.model, policy, next)));
+  EXPECT_EQ(pool.stats().requantizations, 0);
+}
+
 enum class Damage { FlipPayload, FlipHeader, Truncate, Empty, OtherModel };
 
 // A damaged file stops the walk at its block: the blocks before it are reused, it and the rest

@@ -14,6 +14,9 @@
 namespace keel::kv {
 namespace {
 
+// Blocks open() reads from disk between two looks at the budget.
+constexpr size_t kDiskReadBatch = 64;
+
 std::string mib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -94,17 +97,20 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
     if (block == nullptr) break;
     reuse(block);
   }
-  if (disk_ && b < chain.size()) {
-    // Where RAM ends, the chain may go on on disk. Files are read without the pool's lock (the
-    // blocks reused so far are held, so nothing evicts them meanwhile).
+  // Where RAM ends, the chain may go on on disk. Files are read without the pool's lock (the
+  // blocks reused so far are held, so nothing evicts them meanwhile), a batch at a time, so what
+  // is read beside the budget stays small and reading stops once the budget is full.
+  bool on_disk = disk_ != nullptr;
+  while (on_disk && b < chain.size()) {
     lock.unlock();
     std::vector<KvDiskBlock> loaded;
-    for (size_t d = b; d < chain.size(); ++d) {
+    for (size_t d = b; d < chain.size() && loaded.size() < kDiskReadBatch; ++d) {
       std::optional<KvDiskBlock> block = disk_->load(chain[d]);
       if (!block) break;
       loaded.push_back(std::move(*block));
     }
     lock.lock();
+    on_disk = loaded.size() == kDiskReadBatch;
     for (KvDiskBlock& data : loaded) {
       const KvDiskBlockId& id = chain[b];
       KvBlock* block = find_cached_locked(id.hash, parent, id.tokens, id.format, cache_salt);  // published meanwhile?
@@ -112,7 +118,8 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
         try {
           block = adopt_disk_block_locked(std::move(data), parent);
         } catch (const CapacityError&) {
-          break;  // the budget is held by live sequences: prefill the rest as without the disk
+          on_disk = false;  // the budget is held by live sequences: prefill the rest as without the disk
+          break;
         }
         ++disk_reused_blocks_;
       }
