@@ -79,8 +79,25 @@ uint64_t kv_model_identity(const std::filesystem::path& model_dir) {
   return h;
 }
 
+uint64_t kv_build_identity() {
+  static const uint64_t identity = [] {
+    uint64_t h = fold(0, std::string_view("keel build " KEEL_VERSION));
+    std::ifstream exe("/proc/self/exe", std::ios::binary);
+    std::vector<uint8_t> chunk(size_t{1} << 20);
+    while (exe) {
+      exe.read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
+      const auto n = static_cast<size_t>(exe.gcount());
+      if (n == 0) break;
+      h = fold(h, std::span<const uint8_t>(chunk.data(), n));
+    }
+    return h;
+  }();
+  return identity;
+}
+
 uint64_t kv_disk_namespace(uint64_t model_identity, const KvBlockLayout& layout, uint64_t chain_root) {
   uint64_t h = fold(fold(fold(0, std::string_view("keel kv disk namespace 1")), model_identity), chain_root);
+  h = fold(h, kv_build_identity());
   h = fold(fold(h, static_cast<uint64_t>(kKvBlockTokens)), std::string_view(ops::simd_target_name()));
   h = fold(h, static_cast<uint64_t>(layout.layers()));
   for (const KvLayerGroup& g : layout.groups()) {

@@ -18,10 +18,16 @@ namespace keel::kv {
 // keel::Error when the folder has no weights or a file cannot be read.
 uint64_t kv_model_identity(const std::filesystem::path& model_dir);
 
+// The running keel build: a hash of its executable (/proc/self/exe; the version string where that
+// cannot be read). Another build may round a kernel differently, so its rows are another's.
+// Computed once (a few ms), then cached.
+uint64_t kv_build_identity();
+
 // The namespace a pool's blocks are stored under: the model identity, the pool's layout (layer
 // groups, heads, head dims, windows), its chain root (policy and rotation: kv_chain_root), the
-// block size, the disk format's version and the SIMD target the kernels run (rows computed on a
-// CPU that picks another target can differ in their last bits, docs/kv-cache.md).
+// block size, the disk format's version, the build (kv_build_identity) and the SIMD target the
+// kernels run (rows computed on a CPU that picks another target can differ in their last bits,
+// docs/kv-cache.md).
 uint64_t kv_disk_namespace(uint64_t model_identity, const KvBlockLayout& layout, uint64_t chain_root);
 
 // The folder name of a namespace: 16 hex digits.
