@@ -36,6 +36,11 @@ environment:
   LLAMA_REPEATS  llama-bench -r per run (default 1; the best sample is kept)
   KEEL_ARGS      extra flags for keel bench (e.g. "--kv-policy int8")
   LLAMA_ARGS     extra flags for llama-bench (e.g. "-fa 1 -ub 2048")
+  LLAMA_OMP_WAIT_POLICY  OMP_WAIT_POLICY for llama-bench (default passive; "default" leaves it
+                 unset). llama.cpp is built with OpenMP, whose threads spin at the barrier after
+                 every graph node; when other work shares the cores a descheduled thread stalls
+                 the rest, and decode fell from ~30 to 2-13 tok/s on the loaded 2-core machine.
+                 Passive threads sleep there instead; on a quiet machine try both.
   LOG            where each run's output goes (default: a temporary file, named at the end)
 
 Prefill of 16384 tokens takes minutes per run: use -p 512,4096 for a quick look.
@@ -50,6 +55,7 @@ KEEL_REPEATS="${KEEL_REPEATS:-2}"
 LLAMA_REPEATS="${LLAMA_REPEATS:-1}"
 KEEL_ARGS="${KEEL_ARGS:-}"
 LLAMA_ARGS="${LLAMA_ARGS:-}"
+LLAMA_OMP_WAIT_POLICY="${LLAMA_OMP_WAIT_POLICY:-passive}"
 
 threads=2
 lengths="512,4096,16384"
@@ -139,8 +145,10 @@ llama_run() {
   local model="$1" mode="$2" n="$3" out
   local -a flags=(-m "$model" -t "$threads" -r "$LLAMA_REPEATS" -o json)
   if [ "$mode" = pp ]; then flags+=(-p "$n" -n 0); else flags+=(-p 0 -n "$n"); fi
+  local -a omp=(env OMP_WAIT_POLICY="$LLAMA_OMP_WAIT_POLICY")
+  if [ "$LLAMA_OMP_WAIT_POLICY" = default ]; then omp=(env -u OMP_WAIT_POLICY); fi
   # shellcheck disable=SC2086 # LLAMA_ARGS is a list of flags
-  out="$("$LLAMA_CPP/llama-bench" "${flags[@]}" $LLAMA_ARGS 2>>"$LOG")" || { echo "$out" >> "$LOG"; fail "llama-bench failed (see $LOG)"; }
+  out="$("${omp[@]}" "$LLAMA_CPP/llama-bench" "${flags[@]}" $LLAMA_ARGS 2>>"$LOG")" || { echo "$out" >> "$LOG"; fail "llama-bench failed (see $LOG)"; }
   echo "$out" >> "$LOG"
   awk '/"samples_ts"/ { gsub(/.*\[|\].*/, ""); n = split($0, v, ","); best = v[1]
                           for (i = 2; i <= n; ++i) if (v[i] + 0 > best + 0) best = v[i]
@@ -173,7 +181,7 @@ done
 load_after="$(uptime)"
 
 llama_build="$(awk -F'"' '/"build_commit"/ { print $4; exit }' "$LOG")"
-echo "keel vs llama.cpp (build ${llama_build:-?}), $threads threads, median of $runs interleaved runs (keel --repeats $KEEL_REPEATS, llama-bench -r $LLAMA_REPEATS)"
+echo "keel vs llama.cpp (build ${llama_build:-?}), $threads threads, median of $runs interleaved runs (keel --repeats $KEEL_REPEATS, llama-bench -r $LLAMA_REPEATS, OMP_WAIT_POLICY $LLAMA_OMP_WAIT_POLICY)"
 echo "load before: ${load_before#*load average: }   after: ${load_after#*load average: }"
 printf '| %-13s | %-7s | %11s | %11s | %10s | %-24s | %-24s |\n' "weights" "test" "keel tok/s" "llama tok/s" "keel/llama" "keel runs" "llama.cpp runs"
 printf '|%s|%s|%s|%s|%s|%s|%s|\n' "---------------" "---------" "-------------" "-------------" "------------" "--------------------------" "--------------------------"
