@@ -422,9 +422,24 @@ void KvPool::insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent
     ++parent->children;
   }
   cached_.emplace(hash, &block);
-  // Written as soon as it is published (a copy, queued), so a crash or SIGTERM loses little;
-  // a full queue leaves it for its eviction.
-  offer_to_disk_locked(block, false);
+  // Written as soon as it is published (a copy, queued by offer_published_to_disk), so a crash or
+  // SIGTERM loses little; a full queue leaves it for its eviction.
+  if (disk_ && !block.on_disk) disk_offers_.emplace_back(&block, hash);
+}
+
+void KvPool::offer_published_to_disk() {
+  if (!disk_) return;
+  std::unique_lock lock(mu_);
+  // In publishing order: should the queue fill up, the chain's first blocks, which every reuse
+  // needs, are the ones written.
+  while (!disk_offers_.empty()) {
+    const auto [block, hash] = disk_offers_.front();
+    disk_offers_.pop_front();
+    auto it = blocks_.find(block);
+    if (it != blocks_.end() && it->second->cached && it->second->hash == hash) offer_to_disk_locked(*block, false);
+    lock.unlock();  // stats() and other threads' calls get in between blocks
+    lock.lock();
+  }
 }
 
 }  // namespace keel::kv

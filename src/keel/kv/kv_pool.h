@@ -20,12 +20,14 @@
 // All sequences must be destroyed before their pool.
 //
 // Disk tier (keel/kv/kv_disk_tier.h, optional): a block is offered to it when it is published (a
-// copy, queued to the tier's writer thread, so a crash or SIGTERM loses little), again when RAM
+// copy, queued to the tier's writer thread, so a crash or SIGTERM loses little; publish() makes
+// the copies after it let the lock go, taking it for one block at a time), again when RAM
 // evicts it if the folder no longer has it (its rows move to the writer), and at destruction for
 // every cached block the folder lacks. open() continues the chain walk on disk where RAM ends,
 // reading files without the pool's lock; a block read back counts against the budget like any
 // other and holds exactly the rows it held when written, so reuse stays exact.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -116,6 +118,9 @@ class KvPool {
   // Queues the block for the disk unless the folder has it: a copy if it stays (take_rows false,
   // dropped when the queue is full), else its rows.
   void offer_to_disk_locked(KvBlock& block, bool take_rows);
+  // Copies the blocks published since the last call to the disk tier, taking the lock for one
+  // block at a time (KvSequence::publish, after it let the lock go).
+  void offer_published_to_disk();
   // A cached block made from what the disk tier read, its bytes counted (throws CapacityError
   // before changing anything when the budget cannot take them).
   KvBlock* adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent);
@@ -138,6 +143,9 @@ class KvPool {
   int64_t prefix_hits_ = 0, prefix_misses_ = 0, reused_tokens_ = 0, evictions_ = 0;
   int64_t quantizations_ = 0, requantizations_ = 0, disk_reused_blocks_ = 0;
 
+  // Published blocks not yet offered to the disk tier (offer_published_to_disk), with their hashes:
+  // one evicted meanwhile is gone from blocks_ (its rows were queued when it went).
+  std::deque<std::pair<KvBlock*, uint64_t>> disk_offers_;
   std::unique_ptr<KvDiskTier> disk_;  // null without a disk tier; thread-safe on its own
 };
 

@@ -367,6 +367,13 @@ void KvSequence::keep_window_for_branch() {
 }
 
 void KvSequence::publish() {
+  publish_locked_scope();
+  // The disk tier (if any) copies the blocks just published, one at a time, with the pool's lock
+  // let go in between: a long prompt's copy never holds the lock for long.
+  pool_.offer_published_to_disk();
+}
+
+void KvSequence::publish_locked_scope() {
   std::lock_guard lock(pool_.mu_);
   const KvBlockLayout& layout = pool_.layout();
   const auto complete = static_cast<size_t>(size_ / kKvBlockTokens);

@@ -78,6 +78,8 @@ class KvSequence final : public KvCache {
   friend class KvPool;
   KvSequence(KvPool& pool, uint64_t cache_salt);
 
+  void publish_locked_scope();  // publish() under the pool's mutex, but the disk copies
+
   // Under the pool's mutex.
   int64_t longest_exact_prefix_locked(int64_t n) const;
   void cut_locked(int64_t m);
