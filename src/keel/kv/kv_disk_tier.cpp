@@ -157,6 +157,7 @@ std::optional<KvDiskBlock> KvDiskTier::load(const KvDiskBlockId& id) {
   if (!file) {
     std::lock_guard lock(mu_);
     ++stats_.misses;
+    unindex_locked(folder_key_ + name);  // removed behind our back: contains() says so from now on
     return std::nullopt;
   }
   KvDiskBlock block;
