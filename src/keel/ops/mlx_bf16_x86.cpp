@@ -149,7 +149,15 @@ KEEL_MLX_TARGET void rows_one_token(const Rows& m, const MlxBf16Activations& a, 
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    // Software prefetch of the rows eight ahead at this offset: a task's rows are contiguous, and
+    // without it the widening waits on memory (lm-head-sized matrices, one thread, CPU time:
+    // mlx4 20 -> 27, mlx8 7 -> 9 GMAC/s). Prefetching past the matrix is harmless.
+    const uint8_t* ahead = m.bytes + (r + 8) * m.row_bytes;
     for (int64_t s = 0; s < m.supers; ++s) {
+      for (int i = 0; i < 4; ++i) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + i * m.row_bytes + s * kSuperBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + i * m.row_bytes + s * kSuperBytes + 64), _MM_HINT_T0);
+      }
       const uint16_t* xs = x + s * V * 32;
       __m512i c0[V], c1[V], c2[V], c3[V];
       widen<kBits>(m, r, s, c0);
