@@ -33,18 +33,26 @@ void check_spans(int64_t dim, std::span<const KvSpan> spans, int64_t first_pos) 
 
 // Per-thread scratch of one call: the tile (keys transposed, values as rows) and the queries' state.
 struct TileScratch {
-  std::vector<float> kt;      // (dim, kTile) keys: kt[d * kTile + lane]
-  std::vector<float> vt;      // (kTile, dim) values
-  std::vector<float> row;     // (dim) one decoded key row
-  std::vector<float> scores;  // (4, kTile)
-  std::vector<float> acc;     // (queries, dim) value sums
+  std::vector<float> kt;       // (dim, kTile) keys: kt[d * kTile + lane], in the model's basis
+  std::vector<float> vt;       // (kTile, dim) values; those of rotated rows still rotated
+  std::vector<float> row;      // (dim) one decoded key row
+  std::vector<float> scores;   // (4, kTile)
+  std::vector<float> acc;      // (queries, dim) value sums over plain rows
+  std::vector<float> acc_rot;  // (queries, dim) value sums over rotated rows, in the rotated basis
   std::vector<float> max, sum;
   std::vector<int64_t> start;  // each query's first attended position
   std::vector<bool> any;       // whether it read any row
   std::vector<kernels::TileQuery> active;
+  struct Run {
+    const KvSpan* span;
+    int64_t row, n, lane;
+  };
+  std::vector<Run> runs;                  // the tile's rows, by span
+  std::vector<kernels::LaneRun> lane_runs;  // and which of its lanes hold rotated values
 };
 
-// Widens `n` rows of span s from row `row` into lanes [lane, lane + n) of the tile.
+// Widens `n` rows of span s from row `row` into lanes [lane, lane + n) of the tile. Rotated rows are
+// decoded in their rotated basis; the caller un-rotates the keys of the whole tile at once.
 void widen_rows(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t lane, TileScratch& t) {
   if (s.format == KvFormat::BF16 && !s.rotated) {
     kernels::widen_bf16_keys(s.k + static_cast<size_t>(row) * s.stride, s.stride, n, dim, t.kt.data() + lane);
@@ -56,10 +64,32 @@ void widen_rows(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t la
     const uint8_t* v = s.v + static_cast<size_t>(row + r) * s.stride;
     float* kt = t.kt.data() + lane + r;
     float* vt = t.vt.data() + (lane + r) * dim;
-    decode_row(s.format, k, dim, s.rotated, t.row.data());
+    if (s.format == KvFormat::BF16) {  // rotated bf16 rows (allowed, unusual)
+      decode_row(s.format, k, dim, /*rotate=*/false, t.row.data());
+      decode_row(s.format, v, dim, /*rotate=*/false, vt);
+    } else {
+      kernels::widen_quantized_row(s.format, k, dim, t.row.data());
+      kernels::widen_quantized_row(s.format, v, dim, vt);
+    }
     for (int64_t d = 0; d < dim; ++d) kt[d * kTile] = t.row[static_cast<size_t>(d)];
-    decode_row(s.format, v, dim, s.rotated, vt);
   }
+}
+
+// Fills the tile from t.runs: rotated rows first, whose keys are then un-rotated together (the
+// butterflies run over every lane), then the plain rows over them.
+void widen_tile(int64_t dim, TileScratch& t) {
+  t.lane_runs.clear();
+  bool any_rotated = false;
+  for (const TileScratch::Run& r : t.runs) {
+    t.lane_runs.push_back({r.lane, r.lane + r.n, r.span->rotated});
+    if (r.span->rotated) {
+      widen_rows(*r.span, r.row, r.n, dim, r.lane, t);
+      any_rotated = true;
+    }
+  }
+  if (any_rotated) kernels::unrotate_keys(t.kt.data(), dim);
+  for (const TileScratch::Run& r : t.runs)
+    if (!r.span->rotated) widen_rows(*r.span, r.row, r.n, dim, r.lane, t);
 }
 
 }  // namespace
@@ -79,6 +109,9 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
   t.row.resize(static_cast<size_t>(dim));
   t.scores.resize(static_cast<size_t>(4 * kTile));
   t.acc.assign(static_cast<size_t>(nq * dim), 0.0f);
+  bool any_rotated = false;
+  for (const KvSpan& sp : spans) any_rotated |= sp.rotated && sp.count > 0;
+  t.acc_rot.assign(any_rotated ? static_cast<size_t>(nq * dim) : 0, 0.0f);
   t.max.resize(static_cast<size_t>(nq));
   t.sum.resize(static_cast<size_t>(nq));
   t.start.resize(static_cast<size_t>(nq));
@@ -104,6 +137,7 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
   size_t si = 0;
   int64_t row_in_span = 0, pos = first_pos;
   auto advance = [&](int64_t to, bool widen, int64_t tile_base) {
+    t.runs.clear();
     while (pos < to) {
       const KvSpan& s = spans[si];
       if (row_in_span == s.count) {
@@ -112,7 +146,7 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
         continue;
       }
       const int64_t take = std::min(to - pos, s.count - row_in_span);
-      if (widen) widen_rows(s, row_in_span, take, dim, pos - tile_base, t);
+      if (widen) t.runs.push_back({&s, row_in_span, take, pos - tile_base});
       row_in_span += take;
       pos += take;
     }
@@ -131,7 +165,8 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
                           .hi = std::min(queries[u].pos, tile_end - 1) - tile_base + 1,
                           .running_max = &t.max[u],
                           .running_sum = &t.sum[u],
-                          .acc = t.acc.data() + i * dim});
+                          .acc = t.acc.data() + i * dim,
+                          .acc_rot = any_rotated ? t.acc_rot.data() + i * dim : nullptr});
       t.any[u] = true;
     }
     if (t.active.empty()) {
@@ -139,8 +174,10 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
       continue;
     }
     advance(tile_end, true, tile_base);
-    kernels::attend_tile(t.kt.data(), t.vt.data(), dim, t.active.data(), static_cast<int64_t>(t.active.size()),
-                         params.scale, params.softcap, t.scores.data());
+    widen_tile(dim, t);
+    kernels::attend_tile(t.kt.data(), t.vt.data(), dim, t.lane_runs.data(), static_cast<int64_t>(t.lane_runs.size()),
+                         t.active.data(), static_cast<int64_t>(t.active.size()), params.scale, params.softcap,
+                         t.scores.data());
   }
 
   for (int64_t i = 0; i < nq; ++i) {
@@ -150,7 +187,12 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
       continue;
     }
     const float inv = 1.0f / t.sum[static_cast<size_t>(i)];
-    const float* acc = t.acc.data() + i * dim;
+    float* acc = t.acc.data() + i * dim;
+    if (any_rotated) {  // the rotated rows' value sum, back from the rotated basis once
+      float* acc_rot = t.acc_rot.data() + i * dim;
+      rotate_row(acc_rot, dim);
+      for (int64_t d = 0; d < dim; ++d) acc[d] += acc_rot[d];
+    }
     for (int64_t d = 0; d < dim; ++d) out[d] = acc[d] * inv;
   }
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "keel/kv/kv_attention_kernels.h"
+#include "keel/kv/kv_format_layout.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace keel::kv::kernels {
@@ -94,18 +95,18 @@ HWY_INLINE float SoftmaxStep(float* s, const TileQuery& q, float scale, float so
   return factor;
 }
 
-// acc = acc * factor + sum over the query's lanes j of p[j] * value j, j in order; four vectors of
-// the head dim at a time, so four independent chains hide the FMA latency.
-HWY_INLINE void AccumulateStep(const float* vt, int64_t dim, const float* p, const TileQuery& q, float factor) {
+// acc = acc * factor + sum over lanes j in [from, to) of p[j] * value j, j in order; four vectors
+// of the head dim at a time, so four independent chains hide the FMA latency. factor 1 is exact.
+HWY_INLINE void AccumulateRange(const float* vt, int64_t dim, const float* p, int64_t from, int64_t to, float factor,
+                                float* acc) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto f = hn::Set(df, factor);
-  float* acc = q.acc;
   int64_t d = 0;
   for (; d + 4 * N <= dim; d += 4 * N) {
     auto a0 = hn::Mul(hn::LoadU(df, acc + d), f), a1 = hn::Mul(hn::LoadU(df, acc + d + N), f);
     auto a2 = hn::Mul(hn::LoadU(df, acc + d + 2 * N), f), a3 = hn::Mul(hn::LoadU(df, acc + d + 3 * N), f);
-    for (int64_t j = q.lo; j < q.hi; ++j) {
+    for (int64_t j = from; j < to; ++j) {
       const float* row = vt + j * dim + d;
       const auto w = hn::Set(df, p[j]);
       a0 = hn::MulAdd(w, hn::LoadU(df, row), a0);
@@ -120,18 +121,59 @@ HWY_INLINE void AccumulateStep(const float* vt, int64_t dim, const float* p, con
   }
   for (; d + N <= dim; d += N) {
     auto a = hn::Mul(hn::LoadU(df, acc + d), f);
-    for (int64_t j = q.lo; j < q.hi; ++j) a = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vt + j * dim + d), a);
+    for (int64_t j = from; j < to; ++j) a = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vt + j * dim + d), a);
     hn::StoreU(a, df, acc + d);
   }
   for (; d < dim; ++d) {
     float a = acc[d] * factor;
-    for (int64_t j = q.lo; j < q.hi; ++j) a = std::fma(p[j], vt[j * dim + d], a);
+    for (int64_t j = from; j < to; ++j) a = std::fma(p[j], vt[j * dim + d], a);
     acc[d] = a;
   }
 }
 
-void AttendTile(const float* kt, const float* vt, int64_t dim, const TileQuery* queries, int64_t n_queries,
-                float scale, float softcap, float* scores) {
+// Each accumulator is rescaled exactly once per tile (fused into its first run, alone when none of
+// its lanes is read), then takes its runs' lanes in order: the same operations however the tile's
+// rows are split between the two bases.
+HWY_INLINE void AccumulateStep(const float* vt, int64_t dim, const float* p, const LaneRun* runs, int64_t n_runs,
+                               const TileQuery& q, float factor) {
+  bool plain_done = false, rotated_done = false;
+  for (int64_t r = 0; r < n_runs; ++r) {
+    const int64_t from = std::max(runs[r].lo, q.lo), to = std::min(runs[r].hi, q.hi);
+    if (from >= to) continue;
+    bool& done = runs[r].rotated ? rotated_done : plain_done;
+    AccumulateRange(vt, dim, p, from, to, done ? 1.0f : factor, runs[r].rotated ? q.acc_rot : q.acc);
+    done = true;
+  }
+  if (factor != 1.0f) {
+    if (!plain_done) AccumulateRange(vt, dim, p, 0, 0, factor, q.acc);
+    if (q.acc_rot != nullptr && !rotated_done) AccumulateRange(vt, dim, p, 0, 0, factor, q.acc_rot);
+  }
+}
+
+void UnrotateKeys(float* kt, int64_t dim) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t block = dim & -dim;  // as rotate_row: the largest power of two dividing dim
+  const auto norm = hn::Set(df, static_cast<float>(1.0 / std::sqrt(static_cast<double>(block))));
+  for (int64_t b0 = 0; b0 < dim; b0 += block) {
+    for (int64_t h = 1; h < block; h *= 2)
+      for (int64_t i = b0; i < b0 + block; i += 2 * h)
+        for (int64_t j = i; j < i + h; ++j) {
+          float* x = kt + j * kTile;
+          float* y = kt + (j + h) * kTile;
+          for (int64_t c = 0; c < kTile; c += N) {
+            const auto a = hn::LoadU(df, x + c), b = hn::LoadU(df, y + c);
+            hn::StoreU(hn::Add(a, b), df, x + c);
+            hn::StoreU(hn::Sub(a, b), df, y + c);
+          }
+        }
+    for (int64_t d = b0; d < b0 + block; ++d)
+      for (int64_t c = 0; c < kTile; c += N) hn::StoreU(hn::Mul(hn::LoadU(df, kt + d * kTile + c), norm), df, kt + d * kTile + c);
+  }
+}
+
+void AttendTile(const float* kt, const float* vt, int64_t dim, const LaneRun* runs, int64_t n_runs,
+                const TileQuery* queries, int64_t n_queries, float scale, float softcap, float* scores) {
   for (int64_t i0 = 0; i0 < n_queries; i0 += 4) {
     if (i0 + 4 <= n_queries) {
       ScoreFour(kt, dim, queries[i0].q, queries[i0 + 1].q, queries[i0 + 2].q, queries[i0 + 3].q, scores);
@@ -141,7 +183,7 @@ void AttendTile(const float* kt, const float* vt, int64_t dim, const TileQuery* 
     for (int64_t i = i0; i < std::min(i0 + 4, n_queries); ++i) {
       float* p = scores + (i - i0) * kTile;
       const float factor = SoftmaxStep(p, queries[i], scale, softcap);
-      AccumulateStep(vt, dim, p, queries[i], factor);
+      AccumulateStep(vt, dim, p, runs, n_runs, queries[i], factor);
     }
   }
 }
@@ -194,6 +236,57 @@ void WidenBf16Values(const uint8_t* rows, size_t stride, int64_t n, int64_t dim,
   }
 }
 
+HWY_INLINE float LoadBf16(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, 4);
+  return f;
+}
+
+void WidenQuantizedRow(KvFormat format, const uint8_t* row, int64_t dim, float* out) {
+  constexpr int64_t kGroup = kKvQuantGroup;
+  const int64_t groups = dim / kGroup;
+  if (format == KvFormat::Int8) {
+    const hn::CappedTag<float, kGroup> df;
+    const hn::Rebind<int32_t, decltype(df)> di32;
+    const hn::Rebind<int8_t, decltype(df)> di8;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const uint8_t* meta = row + layout::meta_offset(format, dim);
+    for (int64_t g = 0; g < groups; ++g) {
+      const auto s = hn::Set(df, LoadBf16(meta + 2 * g));
+      for (int64_t i = 0; i < kGroup; i += N) {
+        const auto c = hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(row) + g * kGroup + i));
+        hn::StoreU(hn::Mul(s, hn::ConvertTo(df, c)), df, out + g * kGroup + i);
+      }
+    }
+    return;
+  }
+  // Affine: x = m + s c. int4: byte j of a group holds codes j and j + 16; int2: codes j, j + 8,
+  // j + 16 and j + 24 at bits 0, 2, 4, 6.
+  const int bits = format == KvFormat::Int4 ? 4 : 2;
+  const int64_t per = kGroup * bits / 8;  // code bytes per group: 16 or 8
+  const hn::CappedTag<float, 8> df;      // at most 8 lanes: a group's int2 bytes
+  const hn::Rebind<int32_t, decltype(df)> di32;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto mask = hn::Set(di32, (1 << bits) - 1);
+  const uint8_t* meta = row + layout::meta_offset(format, dim);
+  for (int64_t g = 0; g < groups; ++g) {
+    const auto s = hn::Set(df, LoadBf16(meta + 4 * g)), m = hn::Set(df, LoadBf16(meta + 4 * g + 2));
+    const uint8_t* codes = row + g * per;
+    float* o = out + g * kGroup;
+    for (int64_t j = 0; j < per; j += N) {
+      const auto b = hn::PromoteTo(di32, hn::LoadU(du8, codes + j));
+      for (int shift = 0, k = 0; shift < 8; shift += bits, ++k) {
+        const auto c = hn::And(hn::ShiftRightSame(b, shift), mask);
+        hn::StoreU(hn::MulAdd(s, hn::ConvertTo(df, c), m), df, o + k * per + j);
+      }
+    }
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace keel::kv::kernels
 HWY_AFTER_NAMESPACE();
@@ -202,6 +295,12 @@ HWY_AFTER_NAMESPACE();
 namespace keel::kv::kernels {
 
 HWY_EXPORT(AttendTile);
+HWY_EXPORT(UnrotateKeys);
+HWY_EXPORT(WidenQuantizedRow);
+
+void widen_quantized_row(KvFormat format, const uint8_t* row, int64_t dim, float* out) {
+  HWY_DYNAMIC_DISPATCH(WidenQuantizedRow)(format, row, dim, out);
+}
 HWY_EXPORT(WidenBf16Keys);
 HWY_EXPORT(WidenBf16Values);
 
@@ -213,10 +312,12 @@ void widen_bf16_values(const uint8_t* rows, size_t stride, int64_t n, int64_t di
   HWY_DYNAMIC_DISPATCH(WidenBf16Values)(rows, stride, n, dim, vt);
 }
 
-void attend_tile(const float* kt, const float* vt, int64_t dim, const TileQuery* queries, int64_t n_queries,
-                 float scale, float softcap, float* scores) {
-  HWY_DYNAMIC_DISPATCH(AttendTile)(kt, vt, dim, queries, n_queries, scale, softcap, scores);
+void attend_tile(const float* kt, const float* vt, int64_t dim, const LaneRun* runs, int64_t n_runs,
+                 const TileQuery* queries, int64_t n_queries, float scale, float softcap, float* scores) {
+  HWY_DYNAMIC_DISPATCH(AttendTile)(kt, vt, dim, runs, n_runs, queries, n_queries, scale, softcap, scores);
 }
+
+void unrotate_keys(float* kt, int64_t dim) { HWY_DYNAMIC_DISPATCH(UnrotateKeys)(kt, dim); }
 
 }  // namespace keel::kv::kernels
 #endif
