@@ -1,9 +1,8 @@
-// Attention of one query head over 4096 cached positions, per KV format and head dim: how long a
-// position takes and how fast the cache is read. 4096 positions fit in the CPU caches; a second
-// size (131072 positions, 24-64 MB at head dim 128) has to stream from memory, where the smaller
-// formats pay off. Rows sit K, V, K, V, ... in one buffer, cut into
-// spans of 16 rows like the pool's blocks. The plain bf16 cache kernel (ops::attend_bf16) is the
-// baseline the quantized cache replaces.
+// Attention of 1, 7 or 63 queries over 4096 cached positions, per KV format and head dim: how long
+// a (query, position) pair takes and how fast the cache is read. 4096 positions fit in the CPU
+// caches; a second size (131072 positions, 24-64 MB at head dim 128) has to stream from memory,
+// where the smaller formats pay off. Rows sit K, V, K, V, ... in one buffer, cut into spans of 16
+// rows like the pool's blocks.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -11,7 +10,6 @@
 #include <vector>
 
 #include "keel/kv/kv_attention.h"
-#include "keel/ops/simd_kernels.h"
 
 namespace {
 
@@ -53,52 +51,43 @@ Cache make_cache(KvFormat f, int64_t dim, int64_t positions) {
   return c;
 }
 
-void report(benchmark::State& state, const Cache& c) {
-  const size_t row_bytes = c.row;
-  const auto rows = static_cast<int64_t>(state.iterations()) * c.positions;
-  state.SetItemsProcessed(rows);
-  state.SetBytesProcessed(rows * static_cast<int64_t>(2 * row_bytes));  // K and V of every position
-  // Seconds per position (printed with an SI prefix: "11.3n" + "s" = 11.3 ns).
-  state.counters["per_pos"] = benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+// Queries at the last positions, seven query heads per row (a KV group of Qwen2.5-0.5B): 1 is one
+// head of a decode step, 7 a whole KV group of it, 63 nine rows of a prefill chunk.
+std::vector<keel::ops::AttentionQuery> queries_at_the_end(const Cache& c, int64_t n, std::vector<float>& out) {
+  const auto dim = static_cast<int64_t>(c.q.size());
+  out.resize(static_cast<size_t>(n * dim));
+  std::vector<keel::ops::AttentionQuery> qs;
+  for (int64_t i = 0; i < n; ++i) qs.push_back({.q = c.q.data(), .pos = c.positions - 1 - i / 7, .out = out.data() + i * dim});
+  return qs;
 }
 
 void BM_AttendSpans(benchmark::State& state) {
   const auto f = static_cast<KvFormat>(state.range(0));
-  const int64_t dim = state.range(1);
+  const int64_t dim = state.range(1), n_queries = state.range(3);
   state.SetLabel(std::string(keel::kv_format_name(f)) + (kv::rotated_by_default(f) ? " rotated" : ""));
   const Cache c = make_cache(f, dim, state.range(2));
-  std::vector<float> out(static_cast<size_t>(dim));
+  std::vector<float> out;
+  const auto queries = queries_at_the_end(c, n_queries, out);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   for (auto _ : state) {
-    kv::attend_spans(c.q.data(), dim, {.scale = scale}, c.spans, 0, out.data());
+    kv::attend_spans(dim, {.scale = scale}, c.spans, 0, queries);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  report(state, c);
-}
-
-// Baseline: the plain cache's kernel over the same bf16 rows.
-void BM_PlainBf16Cache(benchmark::State& state) {
-  const int64_t dim = state.range(0);
-  const Cache c = make_cache(KvFormat::BF16, dim, state.range(1));
-  const auto* k = reinterpret_cast<const uint16_t*>(c.bytes.data());
-  std::vector<float> out(static_cast<size_t>(dim)), scores(static_cast<size_t>(c.positions));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  for (auto _ : state) {
-    keel::ops::attend_bf16(c.q.data(), k, k + dim, 2 * dim, c.positions, dim, scale, scores.data(), out.data());
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  report(state, c);
+  // Seconds per (query, position) pair (printed with an SI prefix: "11.3n" + "s" = 11.3 ns), and
+  // the K and V bytes of the positions read per second (once per call, whatever the queries).
+  const auto pairs = static_cast<double>(state.iterations()) * static_cast<double>(c.positions * n_queries);
+  state.counters["per_pair"] = benchmark::Counter(pairs, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * c.positions * static_cast<int64_t>(2 * c.row));
 }
 
 void formats_and_dims(benchmark::internal::Benchmark* b) {
-  for (int64_t dim : {64, 128})
-    for (KvFormat f : keel::kAllKvFormats) b->Args({static_cast<int64_t>(f), dim, 4096});
-  for (KvFormat f : keel::kAllKvFormats) b->Args({static_cast<int64_t>(f), 128, 131072});
+  for (int64_t queries : {1, 7, 63})
+    for (int64_t dim : {64, 128})
+      for (KvFormat f : keel::kAllKvFormats) b->Args({static_cast<int64_t>(f), dim, 4096, queries});
+  for (KvFormat f : keel::kAllKvFormats) b->Args({static_cast<int64_t>(f), 128, 131072, 7});
 }
 
 }  // namespace
 
-BENCHMARK(BM_AttendSpans)->Apply(formats_and_dims)->ArgNames({"format", "dim", "positions"});
-BENCHMARK(BM_PlainBf16Cache)->Args({64, 4096})->Args({128, 4096})->Args({128, 131072})->ArgNames({"dim", "positions"});
+BENCHMARK(BM_AttendSpans)->Apply(formats_and_dims)->ArgNames({"format", "dim", "positions", "queries"});
