@@ -329,45 +329,6 @@ void GemmRowsF32(const float* rows, int n_rows, const float* x, int64_t n_tokens
   }
 }
 
-void AttendBF16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int64_t n_pos,
-                int64_t head_dim, float scale, float* scores, float* out) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  float max_score = -INFINITY;
-  for (int64_t j = 0; j < n_pos; ++j) {
-    scores[j] = DotWith(BF16Row{k + j * stride}, q, head_dim) * scale;
-    max_score = std::max(max_score, scores[j]);
-  }
-  // exp over the scores, vectorised (most of the time in long contexts goes here and below).
-  const auto vmax = hn::Set(df, max_score);
-  auto vsum = hn::Zero(df);
-  int64_t j = 0;
-  for (; j + N <= n_pos; j += N) {
-    auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, scores + j), vmax));
-    hn::StoreU(e, df, scores + j);
-    vsum = hn::Add(vsum, e);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
-  for (; j < n_pos; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  const float inv = 1.0f / sum;
-
-  std::fill(out, out + head_dim, 0.0f);
-  int64_t d0 = 0;
-  for (; d0 + N <= head_dim; d0 += N) {
-    auto acc = hn::Zero(df);
-    for (int64_t p = 0; p < n_pos; ++p) acc = hn::MulAdd(hn::Set(df, scores[p]), BF16Row{v + p * stride}(d0), acc);
-    hn::StoreU(hn::Mul(acc, hn::Set(df, inv)), df, out + d0);
-  }
-  for (; d0 < head_dim; ++d0) {
-    float s = 0;
-    for (int64_t p = 0; p < n_pos; ++p) s += scores[p] * bf16_to_float(v[p * stride + d0]);
-    out[d0] = s * inv;
-  }
-}
-
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 // Independent FMA chains, enough to cover the FMA latency on current cores; returns the number of
@@ -402,7 +363,6 @@ HWY_EXPORT(GemvF16);
 HWY_EXPORT(GemvBF16);
 HWY_EXPORT(GemmMlx);
 HWY_EXPORT(GemmRowsF32);
-HWY_EXPORT(AttendBF16);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(FmaBurst);
 
@@ -428,11 +388,6 @@ void gemm_rows_f32(const float* rows, int n_rows, const float* x, int64_t n_toke
                    int64_t y_stride) {
   HWY_DYNAMIC_DISPATCH(GemmRowsF32)(rows, n_rows, x, n_tokens, cols, y, y_stride);
 }
-void attend_bf16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int64_t n_pos,
-                 int64_t head_dim, float scale, float* scores, float* out) {
-  HWY_DYNAMIC_DISPATCH(AttendBF16)(q, k, v, stride, n_pos, head_dim, scale, scores, out);
-}
-
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 double fma_burst(int64_t iterations, float* sink) { return HWY_DYNAMIC_DISPATCH(FmaBurst)(iterations, sink); }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The innermost loops, compiled once per SIMD target (AVX-512, AVX2+FMA, SSE4, NEON/SVE on ARM,
 // scalar emulation) by Google Highway and chosen at run time for the CPU at hand.
-// Higher-level code (matmul.h, attention.h) splits work across threads and calls these.
+// Higher-level code (matmul.h) splits work across threads and calls these.
 #include <cstddef>
 #include <cstdint>
 
@@ -43,11 +43,6 @@ void gemv_mxfp4(const Mxfp4Rows& w, const float* x, int64_t r0, int64_t r1, floa
 // r < n_rows (at most 4, each `cols` long, contiguous) and t < n_tokens (x rows `cols` apart).
 void gemm_rows_f32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols,
                    float* y, int64_t y_stride);
-
-// Causal attention of one query head over n_pos cached bf16 keys and values (position j's vector
-// at k + j*stride). Writes head_dim outputs; `scores` is scratch for n_pos floats.
-void attend_bf16(const float* q, const uint16_t* k, const uint16_t* v, int64_t stride, int64_t n_pos,
-                 int64_t head_dim, float scale, float* scores, float* out);
 
 // The name of the SIMD target the dispatcher picked on this CPU (for logs and bench reports).
 const char* simd_target_name();
