@@ -136,6 +136,11 @@ int bench_command(const CommandArgs& argv) {
                 100 * decode_tps / decode_limit);
     std::printf("prefill vs limit %.1f of %.1f tok/s compute bound = %.0f%%\n", prefill_tps, prefill_limit,
                 100 * prefill_tps / prefill_limit);
+    if (limits.peak_bf16_flops > 0) {  // what bf16 (and, on this CPU, MLX) products really run on
+      const double bf16_limit = limits.peak_bf16_flops / flops_per_token;
+      std::printf("prefill vs bf16  %.1f of %.1f tok/s at %.1f GFLOP/s peak bf16 dot products = %.0f%%\n", prefill_tps,
+                  bf16_limit, limits.peak_bf16_flops / 1e9, 100 * prefill_tps / bf16_limit);
+    }
   }
   return 0;
 }

@@ -15,4 +15,8 @@ bool cpu_has_avx512_bf16();
 void gemm_bf16_dp(const uint16_t* w, int64_t cols, int64_t r0, int64_t r1, const uint16_t* x, int64_t n_tokens,
                   float* y, int64_t y_stride);
 
+// Runs `iterations` rounds of independent VDPBF16PS (64 flops each: 32 bf16 products and their
+// sums) and returns the flops done: the ceiling of gemm_bf16_dp. 0 without AVX512_BF16.
+double bf16_dp_burst(int64_t iterations, float* sink);
+
 }  // namespace keel::ops

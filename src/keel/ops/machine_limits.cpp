@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "keel/ops/bf16_dot_x86.h"
 #include "keel/ops/simd_kernels.h"
 
 namespace keel::ops {
@@ -58,6 +59,16 @@ MachineLimits measure_machine_limits(ThreadPool& pool) {
     best_flops = std::max(best_flops, total / seconds_since(t0));
   }
   m.peak_flops = best_flops;
+
+  double best_bf16 = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(threads, [&](size_t t, int) { flops[t] = bf16_dp_burst(20'000'000, &sink[t]); });
+    double total = 0;
+    for (double f : flops) total += f;
+    best_bf16 = std::max(best_bf16, total / seconds_since(t0));
+  }
+  m.peak_bf16_flops = best_bf16;
   return m;
 }
 
