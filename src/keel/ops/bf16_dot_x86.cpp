@@ -126,7 +126,14 @@ KEEL_AVX512BF16 void tile<4, 1>(const uint16_t* const* w, const uint16_t* const*
                                 int64_t /*y_stride*/) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   const uint16_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3], *x0 = x[0];
+  // Decode streams every row once from memory: ask for the rows eight ahead (the next tile but
+  // one) while these are multiplied.
+  const int64_t ahead = 8 * cols;
   auto step = [&](int64_t k, __mmask32 m) KEEL_AVX512BF16 {
+    _mm_prefetch(reinterpret_cast<const char*>(w0 + ahead + k), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w1 + ahead + k), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w2 + ahead + k), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w3 + ahead + k), _MM_HINT_T0);
     const __m512i v = load(m, x0 + k);
     a0 = dp(a0, load(m, w0 + k), v);
     a1 = dp(a1, load(m, w1 + k), v);
