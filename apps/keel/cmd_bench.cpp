@@ -12,6 +12,7 @@
 #include "keel/arch/transformer.h"
 #include "keel/engine/forward_loop.h"
 #include "keel/engine/sampler.h"
+#include "keel/engine/scheduler.h"
 #include "keel/engine/standalone_sequence.h"
 #include "keel/kv/kv_footprint.h"
 #include "keel/plan/kv_policy.h"
@@ -45,7 +46,7 @@ int bench_command(const CommandArgs& argv) {
   std::set<std::string> flags = kModelFlags;
   flags.insert({"prompt-tokens", "gen-tokens", "repeats", "kv-policy", "kv-context", "session", "system-tokens",
                 "answer-tokens", "parallel", "long-prompt-tokens", "short-requests", "short-prompt-tokens",
-                "short-gen-tokens", "short-interval-ms", "kv-disk", "kv-disk-gb"});
+                "short-gen-tokens", "short-interval-ms", "kv-disk", "kv-disk-gb", "prefill-chunk"});
   Args args(argv, flags, {"no-limits"});
   const kv::KvPolicy policy = kv::KvPolicy::parse(args.get_or("kv-policy", "full"));
   if (args.has("session")) {
@@ -80,6 +81,9 @@ int bench_command(const CommandArgs& argv) {
   const int64_t prompt_tokens = args.get_int("prompt-tokens", 256, 1, kMaxTokenCount);
   const int64_t gen_tokens = args.get_int("gen-tokens", 64, 1, kMaxTokenCount);
   const int repeats = static_cast<int>(args.get_int("repeats", 3, 1, 1000));
+  // As `keel serve` prefills a prompt that runs alone: a step of step_tokens at a time.
+  const int64_t chunk_flag = args.get_int("prefill-chunk", SchedulerOptions{}.step_tokens, 0, kMaxTokenCount);
+  const int64_t chunk = chunk_flag == 0 ? prompt_tokens : chunk_flag;
   const int64_t kv_context = args.get_int("kv-context", 32768, 1, kMaxTokenCount);
   LoadedModel m = load_model_from_flags(args);
 
@@ -90,13 +94,14 @@ int bench_command(const CommandArgs& argv) {
   std::vector<float> logits(static_cast<size_t>(w.spec.vocab_size));
 
   // Best of `repeats`: the first run also pays for page faults on the mapped weights. The prompt
-  // runs as one chunk, the generated tokens one decode step each (greedy, end of sequence ignored).
+  // runs in passes of `chunk` tokens, the generated tokens one decode step each (greedy, end of
+  // sequence ignored).
   const std::vector<chat::Role> roles(prompt.size(), chat::Role::user);
   double best_prefill = 1e30, best_decode = 1e30;
   for (int r = 0; r < repeats; ++r) {
     StandaloneSequence cache(w.spec, prompt_tokens + gen_tokens, policy, true);
     auto t0 = std::chrono::steady_clock::now();
-    prefill(model, cache.sequence(), prompt, roles, prompt_tokens, logits);
+    prefill(model, cache.sequence(), prompt, roles, chunk, logits);
     best_prefill = std::min(best_prefill, elapsed(t0));
     t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < gen_tokens; ++i) decode_step(model, cache.sequence(), argmax(logits), logits);
