@@ -140,14 +140,16 @@ KEEL_MLX_TARGET inline float finish(const Rows& m, int64_t row, __m512 acc, cons
   return _mm512_reduce_add_ps(_mm512_add_ps(acc, bias));
 }
 
-// One token: each row's superblocks are widened in registers and used at once, four rows at a
-// time so that four independent chains of products are in flight.
+// One token: each row's superblocks are widened in registers and used at once. At 4 bits, four
+// rows at a time so that four independent chains of products are in flight; at 8 bits, whose
+// widening is the slower, one row after another so the bytes stream in order (from memory, one
+// thread, CPU time: 9 -> 16 GMAC/s on a 152k x 896 matrix), with a prefetch 4 KiB ahead.
 template <int kBits>
 KEEL_MLX_TARGET void rows_one_token(const Rows& m, const MlxBf16Activations& a, int64_t r0, int64_t r1, float* y) {
   constexpr int V = kVectors<kBits>;
   const uint16_t* x = a.x.data();
   int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) {
+  for (; kBits == 4 && r + 4 <= r1; r += 4) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     // Software prefetch of the rows eight ahead at this offset: a task's rows are contiguous, and
     // without it the widening waits on memory (lm-head-sized matrices, one thread, CPU time:
@@ -189,6 +191,9 @@ KEEL_MLX_TARGET void rows_one_token(const Rows& m, const MlxBf16Activations& a, 
     __m512 acc = _mm512_setzero_ps();
     for (int64_t s = 0; s < m.supers; ++s) {
       __m512i codes[V];
+      const uint8_t* next = m.bytes + r * m.row_bytes + s * kSuperBytes + 4096;
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next + 64), _MM_HINT_T0);
       widen<kBits>(m, r, s, codes);
       const uint16_t* xs = x + s * V * 32;
       __m512 g = _mm512_setzero_ps();
