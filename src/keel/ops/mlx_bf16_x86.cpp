@@ -140,54 +140,15 @@ KEEL_MLX_TARGET inline float finish(const Rows& m, int64_t row, __m512 acc, cons
   return _mm512_reduce_add_ps(_mm512_add_ps(acc, bias));
 }
 
-// One token: each row's superblocks are widened in registers and used at once. At 4 bits, four
-// rows at a time so that four independent chains of products are in flight; at 8 bits, whose
-// widening is the slower, one row after another so the bytes stream in order (from memory, one
-// thread, CPU time: 9 -> 16 GMAC/s on a 152k x 896 matrix), with a prefetch 4 KiB ahead.
+// One token: each row's superblocks are widened in registers and used at once, one row after
+// another so the bytes stream in order, with a prefetch 4 KiB ahead. (Four rows at a time, with
+// four chains of products in flight, was faster from cache but slower from memory: Qwen2.5-0.5B
+// decode 21-25 -> 28-30 tok/s at 4 bits, 8-bit's 152k x 896 head 9 -> 16 GMAC/s on one thread.)
 template <int kBits>
 KEEL_MLX_TARGET void rows_one_token(const Rows& m, const MlxBf16Activations& a, int64_t r0, int64_t r1, float* y) {
   constexpr int V = kVectors<kBits>;
   const uint16_t* x = a.x.data();
-  int64_t r = r0;
-  for (; kBits == 4 && r + 4 <= r1; r += 4) {
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-    // Software prefetch of the rows eight ahead at this offset: a task's rows are contiguous, and
-    // without it the widening waits on memory (lm-head-sized matrices, one thread, CPU time:
-    // mlx4 20 -> 27, mlx8 7 -> 9 GMAC/s). Prefetching past the matrix is harmless.
-    const uint8_t* ahead = m.bytes + (r + 8) * m.row_bytes;
-    for (int64_t s = 0; s < m.supers; ++s) {
-      for (int i = 0; i < 4; ++i) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + i * m.row_bytes + s * kSuperBytes), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + i * m.row_bytes + s * kSuperBytes + 64), _MM_HINT_T0);
-      }
-      const uint16_t* xs = x + s * V * 32;
-      __m512i c0[V], c1[V], c2[V], c3[V];
-      widen<kBits>(m, r, s, c0);
-      widen<kBits>(m, r + 1, s, c1);
-      __m512 g0 = _mm512_setzero_ps(), g1 = g0, g2 = g0, g3 = g0;
-      for (int v = 0; v < V; ++v) {
-        const __m512i xv = _mm512_loadu_si512(xs + v * 32);
-        g0 = dp(g0, c0[v], xv);
-        g1 = dp(g1, c1[v], xv);
-      }
-      widen<kBits>(m, r + 2, s, c2);
-      widen<kBits>(m, r + 3, s, c3);
-      for (int v = 0; v < V; ++v) {
-        const __m512i xv = _mm512_loadu_si512(xs + v * 32);
-        g2 = dp(g2, c2[v], xv);
-        g3 = dp(g3, c3[v], xv);
-      }
-      acc0 = _mm512_fmadd_ps(scales_of<kBits>(m, r, s), g0, acc0);
-      acc1 = _mm512_fmadd_ps(scales_of<kBits>(m, r + 1, s), g1, acc1);
-      acc2 = _mm512_fmadd_ps(scales_of<kBits>(m, r + 2, s), g2, acc2);
-      acc3 = _mm512_fmadd_ps(scales_of<kBits>(m, r + 3, s), g3, acc3);
-    }
-    y[r - r0] = finish(m, r, acc0, a.group_sums.data());
-    y[r + 1 - r0] = finish(m, r + 1, acc1, a.group_sums.data());
-    y[r + 2 - r0] = finish(m, r + 2, acc2, a.group_sums.data());
-    y[r + 3 - r0] = finish(m, r + 3, acc3, a.group_sums.data());
-  }
-  for (; r < r1; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t s = 0; s < m.supers; ++s) {
       __m512i codes[V];
