@@ -199,8 +199,31 @@ double bf16_dp_burst(int64_t iterations, float* sink) {
   return cpu_has_avx512_bf16() ? dp_burst(iterations, sink) : 0.0;
 }
 
+// Decode: one row after another, so the weights stream from memory in address order, with the
+// bytes 4 KiB ahead asked for while these are multiplied. Each row's sum is the one tile<4, 1> and
+// the token tiles form (the same accumulator, steps and reduction).
+KEEL_AVX512BF16 void rows_one_token(const uint16_t* w, int64_t cols, int64_t r0, int64_t r1, const uint16_t* x,
+                                    float* y) {
+  constexpr int64_t kAhead = 4096 / 2;  // bf16 values
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* row = w + r * cols;
+    __m512 a = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 32 <= cols; k += 32) {
+      _mm_prefetch(reinterpret_cast<const char*>(row + k + kAhead), _MM_HINT_T0);
+      a = dp(a, _mm512_loadu_si512(row + k), _mm512_loadu_si512(x + k));
+    }
+    if (k < cols) {
+      const __mmask32 m = tail_mask(cols - k);
+      a = dp(a, _mm512_maskz_loadu_epi16(m, row + k), _mm512_maskz_loadu_epi16(m, x + k));
+    }
+    y[r - r0] = _mm512_reduce_add_ps(a);
+  }
+}
+
 void gemm_bf16_dp(const uint16_t* w, int64_t cols, int64_t r0, int64_t r1, const uint16_t* x, int64_t n_tokens,
                   float* y, int64_t y_stride) {
+  if (n_tokens == 1) return rows_one_token(w, cols, r0, r1, x, y + r0);
   int64_t t = 0;
   for (; t + 4 <= n_tokens; t += 4) token_block<4>(w, cols, r0, r1, x + t * cols, y + t * y_stride, y_stride);
   for (; t < n_tokens; ++t) token_block<1>(w, cols, r0, r1, x + t * cols, y + t * y_stride, y_stride);
