@@ -48,27 +48,22 @@ MachineLimits measure_machine_limits(ThreadPool& pool) {
   }
   m.read_bandwidth_bytes_per_s = static_cast<double>(bytes) / best;
 
+  // The best of three bursts on every thread at once, in flops per second.
   std::vector<double> flops(threads);
   std::vector<float> sink(threads);
-  double best_flops = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(threads, [&](size_t t, int) { flops[t] = fma_burst(20'000'000, &sink[t]); });
-    double total = 0;
-    for (double f : flops) total += f;
-    best_flops = std::max(best_flops, total / seconds_since(t0));
-  }
-  m.peak_flops = best_flops;
-
-  double best_bf16 = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(threads, [&](size_t t, int) { flops[t] = bf16_dp_burst(20'000'000, &sink[t]); });
-    double total = 0;
-    for (double f : flops) total += f;
-    best_bf16 = std::max(best_bf16, total / seconds_since(t0));
-  }
-  m.peak_bf16_flops = best_bf16;
+  auto peak = [&](double (*burst)(int64_t, float*)) {
+    double best_flops = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      pool.parallel_for(threads, [&](size_t t, int) { flops[t] = burst(20'000'000, &sink[t]); });
+      double total = 0;
+      for (double f : flops) total += f;
+      best_flops = std::max(best_flops, total / seconds_since(t0));
+    }
+    return best_flops;
+  };
+  m.peak_flops = peak(fma_burst);
+  m.peak_bf16_flops = peak(bf16_dp_burst);
   return m;
 }
 
