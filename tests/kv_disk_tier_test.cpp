@@ -20,6 +20,7 @@
 #include "keel/kv/kv_disk_tier.h"
 #include "keel/kv/kv_pool.h"
 #include "keel/model/weights.h"
+#include "kv_reuse_support.h"
 #include "test_support.h"
 
 namespace keel::kv {
@@ -27,59 +28,8 @@ namespace {
 
 using chat::Role;
 namespace fs = std::filesystem;
-
-struct Conversation {
-  std::vector<int32_t> ids;
-  std::vector<Role> roles;
-  int64_t size() const { return static_cast<int64_t>(ids.size()); }
-  Conversation prefix(int64_t n) const {
-    return {std::vector<int32_t>(ids.begin(), ids.begin() + n), std::vector<Role>(roles.begin(), roles.begin() + n)};
-  }
-};
-
-void add_random_turns(Conversation& c, std::mt19937& rng, int64_t n, int64_t vocab) {
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
-  std::uniform_int_distribution<int> role(0, static_cast<int>(chat::kRoleCount) - 1), run(1, 40);
-  const int64_t end = c.size() + n;
-  while (c.size() < end) {
-    const auto r = static_cast<Role>(role(rng));
-    for (int i = run(rng); i > 0 && c.size() < end; --i) {
-      c.ids.push_back(token(rng));
-      c.roles.push_back(r);
-    }
-  }
-}
-
-std::vector<float> run_rest(Transformer& model, KvSequence& seq, const Conversation& c, int64_t chunk) {
-  std::vector<float> logits(static_cast<size_t>(model.spec().vocab_size));
-  for (int64_t at = seq.size(); at < c.size(); at += chunk) {
-    const auto len = static_cast<size_t>(std::min(chunk, c.size() - at));
-    const auto ids = std::span<const int32_t>(c.ids).subspan(static_cast<size_t>(at), len);
-    seq.append_tokens(ids, std::span<const Role>(c.roles).subspan(static_cast<size_t>(at), len));
-    const int64_t row = static_cast<int64_t>(len) - 1;
-    const bool last = at + static_cast<int64_t>(len) == c.size();
-    model.forward(ids, seq, last ? std::span<const int64_t>(&row, 1) : std::span<const int64_t>(), logits.data());
-  }
-  return logits;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-constexpr int64_t kBudget = int64_t{64} << 20;
-
-std::vector<float> fresh_logits(Transformer& model, const KvPolicy& policy, const Conversation& c) {
-  KvPool pool(model.spec(), kBudget, policy, true);
-  auto seq = pool.open(c.ids, c.roles);
-  EXPECT_EQ(seq->size(), 0);
-  return run_rest(model, *seq, c, c.size());
-}
-
-std::vector<KvPolicy> policies() {
-  return {KvPolicy::parse("full"), KvPolicy::parse("int8"), KvPolicy::parse("int4"),
-          KvPolicy::parse("protect").with_recent(32), KvPolicy::parse("default=int2 tool_call=int8 sink=4 recent=32")};
-}
+using reuse::add_random_turns, reuse::Conversation, reuse::fresh_logits, reuse::kBudget, reuse::policies, reuse::run_rest,
+    reuse::same_bits;
 
 struct Model {
   explicit Model(const char* name)
