@@ -18,9 +18,37 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::MLX4: return "mlx4";
     case WeightFormat::MLX8: return "mlx8";
     case WeightFormat::MXFP4: return "mxfp4";
+    case WeightFormat::Q8_0: return "q8_0";
+    case WeightFormat::Q4_0: return "q4_0";
+    case WeightFormat::Q5_0: return "q5_0";
+    case WeightFormat::Q4_K: return "q4_k";
+    case WeightFormat::Q5_K: return "q5_k";
+    case WeightFormat::Q6_K: return "q6_k";
+    case WeightFormat::MXFP4_GGUF: return "mxfp4-gguf";
   }
   return "?";
 }
+
+GgmlBlock ggml_block_size(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::F32: return {1, 4};
+    case WeightFormat::F16:
+    case WeightFormat::BF16: return {1, 2};
+    case WeightFormat::MLX4:
+    case WeightFormat::MLX8:
+    case WeightFormat::MXFP4: return {0, 0};
+    case WeightFormat::Q8_0: return {32, 34};   // f16 d, 32 x int8
+    case WeightFormat::Q4_0: return {32, 18};   // f16 d, 16 bytes of nibbles
+    case WeightFormat::Q5_0: return {32, 22};   // f16 d, 4 bytes of high bits, 16 bytes of nibbles
+    case WeightFormat::Q4_K: return {256, 144};  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
+    case WeightFormat::Q5_K: return {256, 176};  // as Q4_K plus 32 bytes of high bits
+    case WeightFormat::Q6_K: return {256, 210};  // 128 low nibbles, 64 high 2-bit pairs, 16 int8 scales, f16 d
+    case WeightFormat::MXFP4_GGUF: return {32, 17};  // e8m0 exponent, 16 bytes of e2m1 nibbles
+  }
+  return {0, 0};
+}
+
+bool is_ggml_block_format(WeightFormat f) { return f >= WeightFormat::Q8_0; }
 
 size_t Matrix::row_bytes() const {
   switch (format) {
@@ -30,8 +58,11 @@ size_t Matrix::row_bytes() const {
     case WeightFormat::MLX4:
     case WeightFormat::MLX8: return static_cast<size_t>(cols) * bits() / 8;
     case WeightFormat::MXFP4: return static_cast<size_t>(cols) / 2;
+    default: {
+      const GgmlBlock b = ggml_block_size(format);
+      return static_cast<size_t>(cols / b.elements) * static_cast<size_t>(b.bytes);
+    }
   }
-  return 0;
 }
 
 size_t Matrix::stored_bytes() const {

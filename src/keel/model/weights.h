@@ -22,7 +22,18 @@
 
 namespace keel {
 
-enum class WeightFormat { F32, F16, BF16, MLX4, MLX8, MXFP4 };
+// F32..MXFP4 come from safetensors folders; the ggml block formats (Q8_0..MXFP4_GGUF) from GGUF
+// files, each row a run of the format's blocks exactly as the file stores them (ggml_block_size()).
+enum class WeightFormat { F32, F16, BF16, MLX4, MLX8, MXFP4, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, MXFP4_GGUF };
+
+// ggml block formats: elements per block and bytes per block; {1, element size} for the float
+// formats, {0, 0} for the MLX and HF MXFP4 layouts, which are not block-interleaved.
+struct GgmlBlock {
+  int elements;
+  int bytes;
+};
+GgmlBlock ggml_block_size(WeightFormat f);
+bool is_ggml_block_format(WeightFormat f);  // Q8_0 .. MXFP4_GGUF
 
 // Floats of zero padding after MLX scales and biases: at least the widest SIMD vector (2048-bit SVE).
 inline constexpr size_t kMlxScalePadding = 64;
@@ -41,7 +52,7 @@ struct Matrix {
   WeightFormat format = WeightFormat::F32;
   int64_t rows = 0;
   int64_t cols = 0;
-  const uint8_t* data = nullptr;  // row-major elements, or MLX U32 words (cols*bits/32 per row)
+  const uint8_t* data = nullptr;  // row-major elements, MLX U32 words (cols*bits/32 per row), or ggml blocks
   // MLX affine quantization: value = scale * q + bias per group of group_size along a row.
   int group_size = 0;
   std::vector<float> scales;  // [rows][cols / group_size], then kMlxScalePadding zeros

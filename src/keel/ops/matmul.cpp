@@ -9,6 +9,7 @@
 #include "keel/ops/mlx_bf16_x86.h"
 #include "keel/ops/mxfp4_bf16_x86.h"
 #include "keel/ops/simd_kernels.h"
+#include "keel/util/error.h"
 #include "keel/util/half.h"
 
 namespace keel::ops {
@@ -31,6 +32,7 @@ void gemv_range(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* 
     case WeightFormat::MLX4:
     case WeightFormat::MLX8: gemm_mlx(mlx_rows(w), x, 1, r0, r1, y, 0); break;
     case WeightFormat::MXFP4: gemv_mxfp4(mxfp4_rows(w), x, r0, r1, y); break;
+    default: throw Error(w.name + ": no kernel for weight format " + weight_format_name(w.format));
   }
 }
 
@@ -78,6 +80,7 @@ void decode_row(const Matrix& w, int64_t row, float* out) {
     case WeightFormat::MXFP4:
       decode_mxfp4_rows(mxfp4_rows(w), row, row + 1, out);
       return;
+    default: throw Error(w.name + ": no kernel for weight format " + weight_format_name(w.format));
   }
 }
 
