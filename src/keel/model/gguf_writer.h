@@ -1,0 +1,48 @@
+#pragma once
+// Writes GGUF files (version 3): metadata in the order it is set, tensor infos, then the data
+// section, each tensor aligned to general.alignment (32). `keel synth --format gguf` writes its
+// models with it, and the tests build damaged files from it. The reader is gguf_file.h.
+//
+// Not thread-safe; one writer per file.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "keel/model/gguf_file.h"
+
+namespace keel::gguf {
+
+class Writer {
+ public:
+  void set(std::string key, Value value);
+  void set_string(std::string key, std::string value);
+  void set_uint32(std::string key, uint32_t value);
+  void set_int32(std::string key, int32_t value);
+  void set_float32(std::string key, float value);
+  void set_bool(std::string key, bool value);
+  void set_strings(std::string key, std::vector<std::string> values);
+  void set_int32s(std::string key, const std::vector<int32_t>& values);
+  void set_float32s(std::string key, const std::vector<float>& values);
+
+  // `dims` in ggml order (innermost first); `data` is the tensor's bytes in `type`'s layout.
+  void add_tensor(std::string name, std::vector<int64_t> dims, uint32_t type, std::string data);
+
+  // The whole file.
+  std::string bytes() const;
+  // Writes bytes() to `path`; throws keel::Error naming it on failure.
+  void write(const std::filesystem::path& path) const;
+
+ private:
+  struct PendingTensor {
+    std::string name;
+    std::vector<int64_t> dims;
+    uint32_t type;
+    std::string data;
+  };
+  std::vector<std::pair<std::string, Value>> metadata_;
+  std::vector<PendingTensor> tensors_;
+};
+
+}  // namespace keel::gguf
