@@ -89,6 +89,7 @@ TEST(KvPool, ChunkedPrefillEqualsOneShotUnderEveryPolicy) {
     std::vector<float> full;
     for (const KvPolicy& policy : {KvPolicy::parse("full"), KvPolicy::parse("int8"), KvPolicy::parse("int4"),
                                    KvPolicy::parse("protect").with_recent(32),
+                                   KvPolicy::parse("protect-k").with_recent(32),
                                    KvPolicy::parse("default=int2 recent=32")}) {
       for (bool rotate : {true, false}) {
         SCOPED_TRACE(std::string(name) + " / " + policy.describe() + (rotate ? " rotated" : ""));

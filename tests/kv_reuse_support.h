@@ -70,11 +70,12 @@ inline std::vector<float> fresh_logits(Transformer& model, const KvPolicy& polic
   return run_rest(model, *seq, c, c.size());
 }
 
-// Every preset with a recent window small enough that blocks leave it, plus int2 (eval's
-// deliberately broken arm).
+// Every preset with a recent window small enough that blocks leave it (protect-k: early keys bf16,
+// their values int4), plus int2 (eval's deliberately broken arm).
 inline std::vector<KvPolicy> policies() {
   return {KvPolicy::parse("full"), KvPolicy::parse("int8"), KvPolicy::parse("int4"),
-          KvPolicy::parse("protect").with_recent(32), KvPolicy::parse("default=int2 tool_call=int8 sink=4 recent=32")};
+          KvPolicy::parse("protect").with_recent(32), KvPolicy::parse("protect-k").with_recent(32),
+          KvPolicy::parse("default=int2 tool_call=int8 sink=4 recent=32")};
 }
 
 }  // namespace keel::kv::reuse

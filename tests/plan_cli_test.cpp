@@ -53,7 +53,8 @@ TEST(PlanCli, JsonForGptOss) {
   EXPECT_EQ(j["agent_gates"]["tool_call_format"], "harmony");
   EXPECT_EQ(j["agent_gates"]["keel_parses_tool_calls"], true);
   EXPECT_EQ(j["agent_gates"]["reasoning"], "always on");
-  EXPECT_EQ(j["presets"].size(), 4u);
+  ASSERT_EQ(j["presets"].size(), 5u);  // full, int8, protect-k, protect, int4
+  EXPECT_EQ(j["presets"][2]["policy"], "protect-k");
   EXPECT_EQ(j["ceiling"]["source"], "--memory 32 GiB");
   bool shard_warning = false;
   for (const auto& w : j["warnings"]) shard_warning |= w.get<std::string>().find("shard names disagree") != std::string::npos;

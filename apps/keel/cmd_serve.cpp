@@ -120,7 +120,7 @@ struct ServingPlan {
 
 bool is_preset_name(const std::string& text) {
   for (plan::KvPolicy p : {plan::KvPolicy::Auto, plan::KvPolicy::Full, plan::KvPolicy::Int8, plan::KvPolicy::Int4,
-                           plan::KvPolicy::Protect})
+                           plan::KvPolicy::Protect, plan::KvPolicy::ProtectKeys})
     if (plan::kv_policy_name(p) == text) return true;
   return false;
 }

@@ -24,9 +24,10 @@ void check_spans(int64_t dim, std::span<const KvSpan> spans, int64_t first_pos) 
   for (const KvSpan& s : spans) {
     if (s.count < 0) throw Error("KV span with a negative row count");
     if (s.count == 0) continue;
-    if (s.format != KvFormat::BF16 && dim % kKvQuantGroup != 0)
-      throw Error("KV rows in " + std::string(kv_format_name(s.format)) + " need a head dim that is a multiple of " +
-                  std::to_string(kKvQuantGroup) + ", got " + std::to_string(dim));
+    for (KvFormat f : {s.format, s.value_format()})
+      if (f != KvFormat::BF16 && dim % kKvQuantGroup != 0)
+        throw Error("KV rows in " + std::string(kv_format_name(f)) + " need a head dim that is a multiple of " +
+                    std::to_string(kKvQuantGroup) + ", got " + std::to_string(dim));
     if (s.k == nullptr || s.v == nullptr) throw Error("KV span without key or value rows");
   }
 }
@@ -51,45 +52,59 @@ struct TileScratch {
   std::vector<kernels::LaneRun> lane_runs;  // and which of its lanes hold rotated values
 };
 
-// Widens `n` rows of span s from row `row` into lanes [lane, lane + n) of the tile. Rotated rows are
-// decoded in their rotated basis; the caller un-rotates the keys of the whole tile at once.
-void widen_rows(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t lane, TileScratch& t) {
+// Widens the keys of `n` rows of span s from row `row` into lanes [lane, lane + n) of the tile.
+// Rotated keys are decoded in their rotated basis; the caller un-rotates the whole tile at once.
+void widen_keys(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t lane, TileScratch& t) {
   if (s.format == KvFormat::BF16 && !s.rotated) {
     kernels::widen_bf16_keys(s.k + static_cast<size_t>(row) * s.stride, s.stride, n, dim, t.kt.data() + lane);
-    kernels::widen_bf16_values(s.v + static_cast<size_t>(row) * s.stride, s.stride, n, dim, t.vt.data() + lane * dim);
     return;
   }
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* k = s.k + static_cast<size_t>(row + r) * s.stride;
-    const uint8_t* v = s.v + static_cast<size_t>(row + r) * s.stride;
     float* kt = t.kt.data() + lane + r;
-    float* vt = t.vt.data() + (lane + r) * dim;
-    if (s.format == KvFormat::BF16) {  // rotated bf16 rows (allowed, unusual)
+    if (s.format == KvFormat::BF16)  // rotated bf16 rows (allowed, unusual)
       decode_row(s.format, k, dim, /*rotate=*/false, t.row.data());
-      decode_row(s.format, v, dim, /*rotate=*/false, vt);
-    } else {
+    else
       kernels::widen_quantized_row(s.format, k, dim, t.row.data());
-      kernels::widen_quantized_row(s.format, v, dim, vt);
-    }
     for (int64_t d = 0; d < dim; ++d) kt[d * kTile] = t.row[static_cast<size_t>(d)];
   }
 }
 
-// Fills the tile from t.runs: rotated rows first, whose keys are then un-rotated together (the
-// butterflies run over every lane), then the plain rows over them.
+// The same for the values, which stay in their own basis (rotated ones are summed apart).
+void widen_values(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t lane, TileScratch& t) {
+  const KvFormat format = s.value_format();
+  const size_t stride = s.value_stride();
+  if (format == KvFormat::BF16 && !s.value_rotated()) {
+    kernels::widen_bf16_values(s.v + static_cast<size_t>(row) * stride, stride, n, dim, t.vt.data() + lane * dim);
+    return;
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* v = s.v + static_cast<size_t>(row + r) * stride;
+    float* vt = t.vt.data() + (lane + r) * dim;
+    if (format == KvFormat::BF16)
+      decode_row(format, v, dim, /*rotate=*/false, vt);
+    else
+      kernels::widen_quantized_row(format, v, dim, vt);
+  }
+}
+
+// Fills the tile from t.runs: rotated keys first, which are then un-rotated together (the
+// butterflies run over every lane), then the plain keys over them, then the values.
 void widen_tile(int64_t dim, TileScratch& t) {
   t.lane_runs.clear();
   bool any_rotated = false;
   for (const TileScratch::Run& r : t.runs) {
-    t.lane_runs.push_back({r.lane, r.lane + r.n, r.span->rotated});
+    t.lane_runs.push_back({r.lane, r.lane + r.n, r.span->value_rotated()});
     if (r.span->rotated) {
-      widen_rows(*r.span, r.row, r.n, dim, r.lane, t);
+      widen_keys(*r.span, r.row, r.n, dim, r.lane, t);
       any_rotated = true;
     }
   }
   if (any_rotated) kernels::unrotate_keys(t.kt.data(), dim);
-  for (const TileScratch::Run& r : t.runs)
-    if (!r.span->rotated) widen_rows(*r.span, r.row, r.n, dim, r.lane, t);
+  for (const TileScratch::Run& r : t.runs) {
+    if (!r.span->rotated) widen_keys(*r.span, r.row, r.n, dim, r.lane, t);
+    widen_values(*r.span, r.row, r.n, dim, r.lane, t);
+  }
 }
 
 }  // namespace
@@ -110,7 +125,7 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
   t.scores.resize(static_cast<size_t>(4 * kTile));
   t.acc.assign(static_cast<size_t>(nq * dim), 0.0f);
   bool any_rotated = false;
-  for (const KvSpan& sp : spans) any_rotated |= sp.rotated && sp.count > 0;
+  for (const KvSpan& sp : spans) any_rotated |= sp.value_rotated() && sp.count > 0;
   t.acc_rot.assign(any_rotated ? static_cast<size_t>(nq * dim) : 0, 0.0f);
   t.max.resize(static_cast<size_t>(nq));
   t.sum.resize(static_cast<size_t>(nq));

@@ -5,6 +5,7 @@
 // scratch. Pure function of its arguments: any thread.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "keel/kv/kv_format.h"
@@ -12,8 +13,17 @@
 
 namespace keel::kv {
 
+// How a span's values are stored when not like its keys.
+struct KvValueForm {
+  KvFormat format;
+  bool rotated;
+  size_t stride;
+};
+
 // `count` consecutive rows of one (layer, kv head): row i's key at k + i*stride, value at
-// v + i*stride, both encoded in `format` (rotated: encoded with rotate = true).
+// v + i*stride, both encoded in `format` (rotated: encoded with rotate = true). With `values` set,
+// the values are in that form instead (a layer-aware KV policy keeps an early layer's keys more
+// precise than its values): value i at v + i * values->stride.
 struct KvSpan {
   KvFormat format;
   bool rotated;
@@ -21,6 +31,11 @@ struct KvSpan {
   const uint8_t* v;
   int64_t count;
   size_t stride;
+  std::optional<KvValueForm> values = std::nullopt;
+
+  KvFormat value_format() const { return values ? values->format : format; }
+  bool value_rotated() const { return values ? values->rotated : rotated; }
+  size_t value_stride() const { return values ? values->stride : stride; }
 };
 
 // Attention of several queries over the rows of all spans, in order, with one online softmax per

@@ -4,8 +4,9 @@
 
 namespace keel::kv {
 
-KvBlockLayout::KvBlockLayout(const ModelSpec& spec)
-    : groups_(kv_layer_groups(spec)),
+KvBlockLayout::KvBlockLayout(const ModelSpec& spec, const KvPolicy& policy)
+    : policy_(policy),
+      groups_(kv_layer_groups(spec, policy.layer_split())),
       group_of_(static_cast<size_t>(spec.num_layers), -1),
       index_in_group_(static_cast<size_t>(spec.num_layers), -1) {
   for (size_t g = 0; g < groups_.size(); ++g)
@@ -16,14 +17,31 @@ KvBlockLayout::KvBlockLayout(const ModelSpec& spec)
     }
 }
 
+KvRowForms KvBlockLayout::forms(int64_t group, KvFormat format) const {
+  // Every layer of a group is on the same side of the layer term's split (kv_layer_groups).
+  return policy_.row_forms(groups_[static_cast<size_t>(group)].layers.front(), format);
+}
+
 size_t KvBlockLayout::row_bytes(int64_t group, KvFormat format) const {
   return static_cast<size_t>(kv_vector_bytes(format, groups_[static_cast<size_t>(group)].head_dim));
 }
 
+size_t KvBlockLayout::key_row_bytes(int64_t group, KvFormat format) const { return row_bytes(group, forms(group, format).k); }
+
+size_t KvBlockLayout::value_row_bytes(int64_t group, KvFormat format) const {
+  return row_bytes(group, forms(group, format).v);
+}
+
+size_t KvBlockLayout::group_key_bytes(int64_t group, KvFormat format) const {
+  const KvLayerGroup& g = groups_[static_cast<size_t>(group)];
+  return static_cast<size_t>(static_cast<int64_t>(g.layers.size()) * g.kv_heads * kKvBlockTokens) *
+         key_row_bytes(group, format);
+}
+
 size_t KvBlockLayout::group_bytes(int64_t group, KvFormat format) const {
   const KvLayerGroup& g = groups_[static_cast<size_t>(group)];
-  return static_cast<size_t>(static_cast<int64_t>(g.layers.size()) * g.kv_heads * 2 * kKvBlockTokens) *
-         row_bytes(group, format);
+  return static_cast<size_t>(static_cast<int64_t>(g.layers.size()) * g.kv_heads * kKvBlockTokens) *
+         (key_row_bytes(group, format) + value_row_bytes(group, format));
 }
 
 size_t KvBlockLayout::block_bytes(KvFormat format) const {
@@ -36,12 +54,12 @@ size_t KvBlockLayout::token_bytes(KvFormat format) const { return block_bytes(fo
 
 size_t KvBlockLayout::keys_offset(KvFormat format, int64_t layer, int64_t kv_head) const {
   const int64_t g = group_of(layer);
-  return static_cast<size_t>((index_in_group(layer) * group(g).kv_heads + kv_head) * 2 * kKvBlockTokens) *
-         row_bytes(g, format);
+  return static_cast<size_t>((index_in_group(layer) * group(g).kv_heads + kv_head) * kKvBlockTokens) *
+         (key_row_bytes(g, format) + value_row_bytes(g, format));
 }
 
 size_t KvBlockLayout::values_offset(KvFormat format, int64_t layer, int64_t kv_head) const {
-  return keys_offset(format, layer, kv_head) + static_cast<size_t>(kKvBlockTokens) * row_bytes(group_of(layer), format);
+  return keys_offset(format, layer, kv_head) + static_cast<size_t>(kKvBlockTokens) * key_row_bytes(group_of(layer), format);
 }
 
 }  // namespace keel::kv

@@ -151,7 +151,7 @@ KvDiskDecode kv_disk_decode(std::span<const uint8_t> file, uint64_t namespace_ke
     const auto layers = static_cast<int64_t>(layout.group(g).layers.size());
     const bool full_ok = full == 0 || full == layout.group_bytes(g, KvFormat::BF16);
     const bool quantized_ok = quantized == 0 ? rows.quantized_layers == 0
-                                             : id.format != KvFormat::BF16 && quantized == layout.group_bytes(g, id.format) &&
+                                             : layout.quantizes(g, id.format) && quantized == layout.group_bytes(g, id.format) &&
                                                    rows.quantized_layers <= layers;
     if (!full_ok || !quantized_ok) return KvDiskDecode::Corrupt;
     rows.full.resize(full);

@@ -23,14 +23,20 @@ struct GroupState {
   int64_t block_bf16, block_quantized;  // bytes of the group's rows in one block
 };
 
+// What a block of `format` stores the group's rows in (the layer term raises early layers').
+KvRowForms forms_of(const KvGroupShape& g, const KvPolicy& policy, KvFormat format) {
+  return g.under_layer_term ? policy.row_forms(0, format) : KvRowForms{format, format};
+}
+
 GroupState state_of(const KvGroupShape& g, const KvPolicy& policy, int64_t n, KvFormat format) {
+  const KvRowForms forms = forms_of(g, policy, format);
   return {window_rows_kept_from(n, g.window),
           blocks_for_tokens(n),
           window_start_block(n - 1, policy.recent()),
           full_rows_kept_from(n, policy.recent()),
-          g.window == 0 || policy.recent() < g.window,
+          forms.quantized() && (g.window == 0 || policy.recent() < g.window),
           g.token_bytes(KvFormat::BF16) * kKvBlockTokens,
-          g.token_bytes(format) * kKvBlockTokens};
+          g.token_bytes(forms) * kKvBlockTokens};
 }
 
 // Blocks of `format` in [first, end) that are quantized, and how many of them keep bf16 rows too.
@@ -56,23 +62,52 @@ int64_t uniform_group_bytes(const KvGroupShape& g, const KvPolicy& policy, int64
 
 }  // namespace
 
-int64_t KvGroupShape::token_bytes(KvFormat format) const {
+int64_t KvGroupShape::token_bytes(KvRowForms forms) const {
   int64_t bytes = 0;
-  for (const KvVectorShape& v : per_token) bytes += v.count * kv_vector_bytes(format, v.dim);
+  for (const KvVectorShape& v : per_token) {
+    if (v.key_value)
+      bytes += v.count / 2 * kv_vector_bytes(forms.k, v.dim) + (v.count - v.count / 2) * kv_vector_bytes(forms.v, v.dim);
+    else
+      bytes += v.count * kv_vector_bytes(forms.k, v.dim);
+  }
   return layers * bytes;
 }
 
 std::vector<KvGroupShape> kv_group_shapes(const ModelSpec& spec) {
   std::vector<KvGroupShape> shapes;
   for (const KvLayerGroup& g : kv_layer_groups(spec))
-    shapes.push_back({static_cast<int64_t>(g.layers.size()), {{2 * g.kv_heads, g.head_dim}}, g.window});
+    shapes.push_back({static_cast<int64_t>(g.layers.size()), {{2 * g.kv_heads, g.head_dim, true}}, g.window, g.layers});
   return shapes;
 }
 
-int64_t kv_sequence_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy,
+std::vector<KvGroupShape> kv_split_by_layer_term(std::span<const KvGroupShape> groups, const KvPolicy& policy) {
+  const int64_t split = policy.layer_split();
+  std::vector<KvGroupShape> out;
+  for (const KvGroupShape& g : groups) {
+    if (split == 0 || g.under_layer_term) {
+      out.push_back(g);
+      continue;
+    }
+    if (static_cast<int64_t>(g.layer_ids.size()) != g.layers)
+      throw Error("KV policy '" + policy.describe() + "': its layer term needs the layer indices of every layer group");
+    KvGroupShape early = g, late = g;
+    early.layer_ids.clear();
+    late.layer_ids.clear();
+    for (int64_t id : g.layer_ids) (id < split ? early : late).layer_ids.push_back(id);
+    early.layers = static_cast<int64_t>(early.layer_ids.size());
+    late.layers = static_cast<int64_t>(late.layer_ids.size());
+    early.under_layer_term = true;
+    if (early.layers > 0) out.push_back(std::move(early));
+    if (late.layers > 0) out.push_back(std::move(late));
+  }
+  return out;
+}
+
+int64_t kv_sequence_bytes(std::span<const KvGroupShape> unsplit, const KvPolicy& policy,
                           std::span<const chat::Role> roles) {
   const auto n = static_cast<int64_t>(roles.size());
   if (n == 0) return 0;
+  const std::vector<KvGroupShape> groups = kv_split_by_layer_term(unsplit, policy);
   int64_t bytes = 0;
   for (int64_t b = 0; b < blocks_for_tokens(n); ++b) {
     const int64_t first = b * kKvBlockTokens;
@@ -92,9 +127,10 @@ int64_t kv_sequence_bytes(const ModelSpec& spec, const KvPolicy& policy, std::sp
   return kv_sequence_bytes(kv_group_shapes(spec), policy, roles);
 }
 
-int64_t kv_context_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy, int64_t tokens,
+int64_t kv_context_bytes(std::span<const KvGroupShape> unsplit, const KvPolicy& policy, int64_t tokens,
                          chat::Role role) {
   if (tokens < 0) throw Error("KV bytes for a negative context of " + std::to_string(tokens) + " tokens");
+  const std::vector<KvGroupShape> groups = kv_split_by_layer_term(unsplit, policy);
   const auto bytes_at = [&](int64_t n) {
     int64_t bytes = 0;
     for (const KvGroupShape& g : groups) bytes += uniform_group_bytes(g, policy, n, role);

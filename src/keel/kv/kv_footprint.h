@@ -18,9 +18,12 @@ namespace keel::kv {
 
 // `count` vectors of `dim` values per token in one layer (K and V heads; an MLA latent and its rope
 // key). Quantization groups run along each vector, so vectors of different widths stay apart.
+// key_value: the vectors are K and V heads, half each (a layer-aware policy may store them in
+// different formats); otherwise (an MLA latent, a rope key) they all count as keys.
 struct KvVectorShape {
   int64_t count = 0;
   int64_t dim = 0;
+  bool key_value = false;
 };
 
 // Layers that store the same vectors per token and keep the same positions.
@@ -28,10 +31,20 @@ struct KvGroupShape {
   int64_t layers = 0;
   std::vector<KvVectorShape> per_token;  // per layer
   int64_t window = 0;                    // > 0: a sliding window of this many positions
+  // The model's indices of those layers, which a policy's layer term (layers<N=...) needs to know
+  // which of them it covers; may be empty for a policy without one.
+  std::vector<int64_t> layer_ids;
+  // Set on the parts kv_split_by_layer_term() makes: all of them are below the term's N.
+  bool under_layer_term = false;
 
-  // One token in every layer of the group.
-  int64_t token_bytes(KvFormat format) const;
+  // One token in every layer of the group, K and V in these forms (one format: both in it).
+  int64_t token_bytes(KvFormat format) const { return token_bytes(KvRowForms{format, format}); }
+  int64_t token_bytes(KvRowForms forms) const;
 };
+
+// The groups as the pool stores them under `policy`: a group with layers on both sides of the
+// layer term's N is cut in two (its layer_ids must then be known: keel::Error otherwise).
+std::vector<KvGroupShape> kv_split_by_layer_term(std::span<const KvGroupShape> groups, const KvPolicy& policy);
 
 // The groups of a model the pool can store, as kv_layer_groups() forms them (and throws for the
 // same models).

@@ -52,6 +52,16 @@ constexpr std::string_view kv_format_name(KvFormat format) {
   return "?";
 }
 
+// The formats one layer's rows of one block are stored in once out of the recent window: keys and
+// values may differ (a layer-aware KV policy keeps the early layers' keys more precise,
+// keel/kv/kv_policy.h). Both bf16: the rows are never quantized and stay in their full form.
+struct KvRowForms {
+  KvFormat k = KvFormat::BF16;
+  KvFormat v = KvFormat::BF16;
+  constexpr bool quantized() const { return k != KvFormat::BF16 || v != KvFormat::BF16; }
+  constexpr bool operator==(const KvRowForms&) const = default;
+};
+
 // Most precise first.
 inline constexpr KvFormat kAllKvFormats[] = {KvFormat::BF16, KvFormat::Int8, KvFormat::Int4, KvFormat::Int2};
 

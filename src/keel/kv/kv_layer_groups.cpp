@@ -22,7 +22,7 @@ std::string layer_list(const std::vector<int64_t>& layers) {
 
 }  // namespace
 
-std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec) {
+std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec, int64_t split_at) {
   if (spec.num_layers <= 0 || static_cast<int64_t>(spec.layers.size()) != spec.num_layers)
     throw Error("KV pool: the model spec has " + std::to_string(spec.layers.size()) + " layer descriptions for " +
                 std::to_string(spec.num_layers) + " layers");
@@ -45,7 +45,8 @@ std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec) {
     const int64_t window = l.attention == AttentionKind::Sliding ? l.window : 0;
     KvLayerGroup* group = nullptr;
     for (KvLayerGroup& g : groups)
-      if (g.attention == l.attention && g.window == window && g.kv_heads == l.num_kv_heads && g.head_dim == l.head_dim)
+      if (g.attention == l.attention && g.window == window && g.kv_heads == l.num_kv_heads && g.head_dim == l.head_dim &&
+          (g.layers.front() < split_at) == (i < split_at))
         group = &g;
     if (group == nullptr) group = &groups.emplace_back(KvLayerGroup{l.attention, window, l.num_kv_heads, l.head_dim, {}});
     group->layers.push_back(i);

@@ -24,6 +24,8 @@ struct KvLayerGroup {
 // of first appearance: Gemma 4's global layers (other head size and KV-head count) get a group of
 // their own. Throws keel::Error, naming the layers, for what the pool cannot store yet: multi-head
 // latent, linear (recurrent) and shared-KV layers.
-std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec);
+// split_at > 0 (a layer-aware KV policy's layer term, kv_policy.h) also keeps the layers below
+// split_at apart from the others, so every group's layers store their rows alike.
+std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec, int64_t split_at = 0);
 
 }  // namespace keel::kv

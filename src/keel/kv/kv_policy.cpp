@@ -38,6 +38,50 @@ int64_t parse_count(std::string_view key, std::string_view value, std::string_vi
   return n;
 }
 
+struct LayerTerm {
+  int64_t below = 0;
+  KvFormat k = KvFormat::Int2, v = KvFormat::Int2;
+};
+
+// "layers<N" (the key) and "k:F", "v:F", "k:F/v:G", "v:G/k:F" or "F" (the value).
+LayerTerm parse_layer_term(std::string_view key, std::string_view value, std::string_view text) {
+  const std::string where = "KV policy '" + std::string(text) + "': ";
+  const std::string word = std::string(key) + "=" + std::string(value);
+  LayerTerm term;
+  const std::string_view count = key.substr(std::string_view("layers<").size());
+  const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), term.below);
+  if (ec != std::errc() || end != count.data() + count.size() || term.below < 1)
+    throw Error(where + "'" + word + "': the layer count after 'layers<' must be a positive integer");
+  bool k_named = false, v_named = false;
+  auto format_of = [&](std::string_view name) {
+    const std::optional<KvFormat> f = format_from_name(name);
+    if (!f)
+      throw Error(where + "unknown format '" + std::string(name) + "' in '" + word + "' (expected " + formats_list() + ")");
+    return *f;
+  };
+  if (value.find(':') == std::string_view::npos) {
+    term.k = term.v = format_of(value);
+    return term;
+  }
+  size_t i = 0;
+  while (i <= value.size()) {
+    size_t j = value.find('/', i);
+    if (j == std::string_view::npos) j = value.size();
+    const std::string_view part = value.substr(i, j - i);
+    const size_t colon = part.find(':');
+    const std::string_view side = colon == std::string_view::npos ? part : part.substr(0, colon);
+    if (colon == std::string_view::npos || (side != "k" && side != "v"))
+      throw Error(where + "'" + std::string(part) + "' in '" + word +
+                  "' is not k:<format> or v:<format> (e.g. layers<2=k:bf16 or layers<2=k:bf16/v:int8)");
+    bool& named = side == "k" ? k_named : v_named;
+    if (named) throw Error(where + "'" + std::string(side) + "' is given twice in '" + word + "'");
+    named = true;
+    (side == "k" ? term.k : term.v) = format_of(part.substr(colon + 1));
+    i = j + 1;
+  }
+  return term;
+}
+
 }  // namespace
 
 KvFormat more_precise(KvFormat a, KvFormat b) {
@@ -60,10 +104,15 @@ KvPolicy KvPolicy::preset(KvPreset preset) {
       return parse("system=bf16 tools=bf16 tool_call=int8 default=int4")
           .with_sink(kProtectSinkTokens)
           .with_recent(kProtectRecentTokens);
+    case KvPreset::ProtectKeys:
+      return parse("system=bf16 tools=bf16 tool_call=int8 default=int4 layers<" + std::to_string(kProtectKeysLayers) +
+                   "=k:bf16")
+          .with_sink(kProtectSinkTokens)
+          .with_recent(kProtectRecentTokens);
     case KvPreset::Auto:
       break;
   }
-  throw Error("the auto KV policy must be resolved to a preset (full, int8, protect or int4) before use");
+  throw Error("the auto KV policy must be resolved to a preset (full, int8, protect-k, protect or int4) before use");
 }
 
 KvPolicy KvPolicy::parse(std::string_view text) {
@@ -73,7 +122,7 @@ KvPolicy KvPolicy::parse(std::string_view text) {
     for (KvPreset p : kPresetsByPrecision)
       if (words[0] == kv_preset_name(p)) return preset(p);
     throw Error("unknown KV policy '" + std::string(words[0]) +
-                "' (expected full, int8, int4, protect, auto, or a spec such as "
+                "' (expected full, int8, int4, protect, protect-k, auto, or a spec such as "
                 "'system=bf16 tools=bf16 sink=4 recent=256 tool_call=int8 default=int4')");
   }
   if (words.empty()) throw Error("empty KV policy (expected a preset name or a spec such as 'default=int8')");
@@ -81,6 +130,7 @@ KvPolicy KvPolicy::parse(std::string_view text) {
   std::array<std::optional<KvFormat>, chat::kRoleCount> role_formats;
   std::optional<KvFormat> default_format;
   std::optional<int64_t> sink, recent;
+  std::optional<LayerTerm> layers;
   for (std::string_view word : words) {
     const size_t eq = word.find('=');
     if (eq == std::string_view::npos)
@@ -89,6 +139,12 @@ KvPolicy KvPolicy::parse(std::string_view text) {
     auto duplicate = [&] {
       return Error("KV policy '" + std::string(text) + "': '" + std::string(key) + "' is given twice");
     };
+    if (key.starts_with("layers<")) {
+      if (layers)
+        throw Error("KV policy '" + std::string(text) + "': 'layers<' is given twice (one layer term per policy)");
+      layers = parse_layer_term(key, value, text);
+      continue;
+    }
     if (key == "sink" || key == "recent") {
       std::optional<int64_t>& slot = key == "sink" ? sink : recent;
       if (slot) throw duplicate();
@@ -99,7 +155,7 @@ KvPolicy KvPolicy::parse(std::string_view text) {
     if (!role && key != "default")
       throw Error("KV policy '" + std::string(text) + "': unknown key '" + std::string(key) +
                   "' (expected a role: scaffolding, system, tools, user, assistant, tool_call, tool_result, "
-                  "reasoning; or default, sink, recent)");
+                  "reasoning; or default, sink, recent, layers<N)");
     const std::optional<KvFormat> format = format_from_name(value);
     if (!format)
       throw Error("KV policy '" + std::string(text) + "': unknown format '" + std::string(value) + "' for " +
@@ -114,7 +170,17 @@ KvPolicy KvPolicy::parse(std::string_view text) {
   for (size_t r = 0; r < chat::kRoleCount; ++r) p.formats_[r] = role_formats[r].value_or(p.default_);
   p.sink_ = sink.value_or(0);
   p.recent_ = recent.value_or(0);
+  if (layers && (layers->k != KvFormat::Int2 || layers->v != KvFormat::Int2)) {  // else a no-op
+    p.layers_below_ = layers->below;
+    p.layer_k_ = layers->k;
+    p.layer_v_ = layers->v;
+  }
   return p;
+}
+
+KvRowForms KvPolicy::row_forms(int64_t layer, KvFormat block) const {
+  if (layer < layers_below_) return {more_precise(block, layer_k_), more_precise(block, layer_v_)};
+  return {block, block};
 }
 
 KvFormat KvPolicy::token_format(chat::Role role, int64_t pos) const {
@@ -154,6 +220,18 @@ std::string KvPolicy::describe() const {
   for (size_t r = 0; r < chat::kRoleCount; ++r) {
     if (formats_[r] == default_) continue;
     s += std::string(chat::role_name(static_cast<chat::Role>(r))) + "=" + std::string(kv_format_name(formats_[r])) + " ";
+  }
+  if (layers_below_ > 0) {
+    s += "layers<" + std::to_string(layers_below_) + "=";
+    if (layer_k_ == layer_v_)
+      s += std::string(kv_format_name(layer_k_));
+    else if (layer_v_ == KvFormat::Int2)
+      s += "k:" + std::string(kv_format_name(layer_k_));
+    else if (layer_k_ == KvFormat::Int2)
+      s += "v:" + std::string(kv_format_name(layer_v_));
+    else
+      s += "k:" + std::string(kv_format_name(layer_k_)) + "/v:" + std::string(kv_format_name(layer_v_));
+    s += " ";
   }
   s += "sink=" + std::to_string(sink_) + " recent=" + std::to_string(recent_) +
        " default=" + std::string(kv_format_name(default_));

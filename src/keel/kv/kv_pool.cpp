@@ -28,7 +28,7 @@ std::string mib(int64_t bytes) {
 KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context,
                const KvDiskOptions& disk)
     : spec_(spec),
-      layout_(spec),
+      layout_(spec, policy),
       budget_(budget_bytes),
       policy_(std::move(policy)),
       rotate_(rotate),
@@ -157,7 +157,7 @@ KvDiskBlock KvPool::disk_block_locked(KvBlock& block, bool take_rows) {
     if (take_rows) {
       // The block is going: its rows move to the writer and leave the budget now.
       add_bytes_locked(KvFormat::BF16, -static_cast<int64_t>(rows.full.size()));
-      add_bytes_locked(block.format, -static_cast<int64_t>(rows.quantized.size()));
+      add_quantized_bytes_locked(static_cast<int64_t>(g), block.format, rows.quantized, -1);
       out.full.swap(rows.full);
       out.quantized.swap(rows.quantized);
       rows.quantized_layers = 0;
@@ -194,7 +194,7 @@ KvBlock* KvPool::adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent) {
     KvDiskGroupRows& in = data.groups[g];
     KvGroupRows& rows = block->groups[g];
     add_bytes_locked(KvFormat::BF16, static_cast<int64_t>(in.full.size()));
-    add_bytes_locked(block->format, static_cast<int64_t>(in.quantized.size()));
+    add_quantized_bytes_locked(static_cast<int64_t>(g), block->format, in.quantized, 1);
     rows.full = std::move(in.full);
     rows.quantized = std::move(in.quantized);
     rows.quantized_layers = in.quantized_layers;
@@ -236,6 +236,20 @@ void KvPool::add_bytes_locked(KvFormat format, int64_t delta) {
 
 void KvPool::free_rows_locked(std::vector<uint8_t>& rows, KvFormat format) {
   add_bytes_locked(format, -static_cast<int64_t>(rows.size()));
+  std::vector<uint8_t>().swap(rows);
+}
+
+void KvPool::add_quantized_bytes_locked(int64_t group, KvFormat format, const std::vector<uint8_t>& rows, int sign) {
+  if (rows.empty()) return;
+  // A layer-aware policy may store the group's K rows and V rows in different formats.
+  const KvRowForms forms = layout_.forms(group, format);
+  const auto keys = static_cast<int64_t>(layout_.group_key_bytes(group, format));
+  add_bytes_locked(forms.k, sign * keys);
+  add_bytes_locked(forms.v, sign * (static_cast<int64_t>(rows.size()) - keys));
+}
+
+void KvPool::free_quantized_locked(int64_t group, KvFormat format, std::vector<uint8_t>& rows) {
+  add_quantized_bytes_locked(group, format, rows, -1);
   std::vector<uint8_t>().swap(rows);
 }
 
@@ -291,30 +305,42 @@ void KvPool::quantize_layer_locked(KvBlock& block, int64_t layer) {
     ++requantizations_;  // a caller asked again: refuse, the rows are final
     return;
   }
-  if (rows.quantized_layers < index || !block.format_known || block.format == KvFormat::BF16 || rows.full.empty())
+  if (rows.quantized_layers < index || !block.format_known || !layout_.quantizes(g, block.format) || rows.full.empty())
     throw InternalError("KV block quantized out of order (layer " + std::to_string(layer) + ")");
   const KvFormat format = block.format;
   if (rows.quantized.empty()) {
     const size_t bytes = layout_.group_bytes(g, format);
     reserve_locked(bytes);
     rows.quantized.assign(bytes, 0);
-    add_bytes_locked(format, static_cast<int64_t>(bytes));
+    add_quantized_bytes_locked(g, format, rows.quantized, 1);
   }
-  // From the full-precision rows, which are exactly what a bf16 read of the token returns.
+  // From the full-precision rows, which are exactly what a bf16 read of the token returns. K and
+  // V may have different forms (a layer-aware policy); a bf16 form is a copy of the bf16 rows.
   const int64_t dim = layout_.group(g).head_dim;
-  const size_t full_row = layout_.row_bytes(g, KvFormat::BF16), row = layout_.row_bytes(g, format);
+  const KvRowForms forms = layout_.forms(g, format);
+  const size_t full_row = layout_.row_bytes(g, KvFormat::BF16);
   std::vector<float> values(static_cast<size_t>(dim));
   for (int64_t h = 0; h < layout_.group(g).kv_heads; ++h) {
-    const size_t src = layout_.keys_offset(KvFormat::BF16, layer, h);
-    const size_t dst = layout_.keys_offset(format, layer, h);
-    for (int64_t r = 0; r < 2 * kKvBlockTokens; ++r) {  // K rows then V rows, contiguous
-      const uint8_t* in = rows.full.data() + src + static_cast<size_t>(r) * full_row;
-      for (int64_t i = 0; i < dim; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, in + 2 * i, 2);
-        values[static_cast<size_t>(i)] = bf16_to_float(bits);
+    for (const bool value : {false, true}) {
+      const size_t src = value ? layout_.values_offset(KvFormat::BF16, layer, h) : layout_.keys_offset(KvFormat::BF16, layer, h);
+      const size_t dst = value ? layout_.values_offset(format, layer, h) : layout_.keys_offset(format, layer, h);
+      const KvFormat f = value ? forms.v : forms.k;
+      const bool rotate = rotated(f);
+      const size_t row = layout_.row_bytes(g, f);
+      for (int64_t r = 0; r < kKvBlockTokens; ++r) {
+        const uint8_t* in = rows.full.data() + src + static_cast<size_t>(r) * full_row;
+        uint8_t* out = rows.quantized.data() + dst + static_cast<size_t>(r) * row;
+        if (f == KvFormat::BF16 && !rotate) {
+          std::memcpy(out, in, full_row);
+          continue;
+        }
+        for (int64_t i = 0; i < dim; ++i) {
+          uint16_t bits;
+          std::memcpy(&bits, in + 2 * i, 2);
+          values[static_cast<size_t>(i)] = bf16_to_float(bits);
+        }
+        encode_row(f, values.data(), dim, rotate, out);
       }
-      encode_row(format, values.data(), dim, rotated(format), rows.quantized.data() + dst + static_cast<size_t>(r) * row);
     }
   }
   ++rows.quantized_layers;
@@ -326,7 +352,9 @@ void KvPool::drop_full_if_unneeded_locked(KvBlock& block) {
   if (block.full_pins > 0 || block.full_kept_for_branch || !block.format_known || block.format == KvFormat::BF16) return;
   for (int64_t g = 0; g < layout_.group_count(); ++g) {
     KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
-    if (!rows.full.empty() && rows.quantized_layers == static_cast<int64_t>(layout_.group(g).layers.size()))
+    // A group the layer term keeps at bf16 has no quantized form: its full rows are what is read.
+    if (!rows.full.empty() && layout_.quantizes(g, block.format) &&
+        rows.quantized_layers == static_cast<int64_t>(layout_.group(g).layers.size()))
       free_rows_locked(rows.full, KvFormat::BF16);
   }
 }
@@ -342,7 +370,7 @@ void KvPool::free_window_rows_locked(KvBlock& block, int64_t group) {
   // No sequence's window reaches the block in this group any more: neither form is read again
   // (a sequence that needs them would have to reach back, and backs off instead).
   free_rows_locked(rows.full, KvFormat::BF16);
-  free_rows_locked(rows.quantized, block.format);
+  free_quantized_locked(group, block.format, rows.quantized);
   rows.quantized_layers = 0;
 }
 
@@ -389,9 +417,9 @@ void KvPool::evict_locked(KvBlock& block) {
 }
 
 void KvPool::destroy_locked(KvBlock& block) {
-  for (KvGroupRows& rows : block.groups) {
-    free_rows_locked(rows.full, KvFormat::BF16);
-    free_rows_locked(rows.quantized, block.format);
+  for (size_t g = 0; g < block.groups.size(); ++g) {
+    free_rows_locked(block.groups[g].full, KvFormat::BF16);
+    free_quantized_locked(static_cast<int64_t>(g), block.format, block.groups[g].quantized);
   }
   blocks_.erase(&block);
 }

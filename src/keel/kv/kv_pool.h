@@ -95,6 +95,9 @@ class KvPool {
   void reserve_locked(size_t bytes);  // evicts least-recently-used cached blocks, or throws CapacityError
   void add_bytes_locked(KvFormat format, int64_t delta);
   void free_rows_locked(std::vector<uint8_t>& rows, KvFormat format);
+  // A group's quantized rows of a block of `format` (K and V counted in their own forms).
+  void add_quantized_bytes_locked(int64_t group, KvFormat format, const std::vector<uint8_t>& rows, int sign);
+  void free_quantized_locked(int64_t group, KvFormat format, std::vector<uint8_t>& rows);
   void quantize_layer_locked(KvBlock& block, int64_t layer);
   void drop_full_if_unneeded_locked(KvBlock& block);
   void pin_window_locked(KvBlock& block, int64_t group) { ++block.groups[static_cast<size_t>(group)].window_pins; }

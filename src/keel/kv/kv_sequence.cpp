@@ -51,7 +51,7 @@ int64_t KvSequence::prepare_pass() {
     for (int64_t layer : layout.group(g).layers) from = std::min(from, quantized_upto_[static_cast<size_t>(layer)]);
     for (int64_t b = from; b < target; ++b) {
       const KvFormat format = final_format_locked(b);
-      if (format == KvFormat::BF16 || !blocks_[static_cast<size_t>(b)]->groups[static_cast<size_t>(g)].quantized.empty())
+      if (!layout.quantizes(g, format) || !blocks_[static_cast<size_t>(b)]->groups[static_cast<size_t>(g)].quantized.empty())
         continue;
       bytes += static_cast<int64_t>(layout.group_bytes(g, format));
     }
@@ -105,7 +105,7 @@ void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* 
     const int64_t lower = sliding_start_block(pos, layout.group(g).window);
     for (; done < target; ++done) {
       KvBlock& q = *blocks_[static_cast<size_t>(done)];
-      if (final_format_locked(done) == KvFormat::BF16 || done < lower) continue;
+      if (!layout.quantizes(g, final_format_locked(done)) || done < lower) continue;
       if (q.groups[static_cast<size_t>(g)].quantized_layers <= index) pool_.quantize_layer_locked(q, layer);
     }
   }
@@ -138,7 +138,7 @@ void KvSequence::attend(int64_t layer, int64_t kv_head, std::span<const ops::Att
   auto all_bf16 = [&](int64_t from, int64_t to) {
     to = std::min<int64_t>(to, static_cast<int64_t>(blocks_.size()));
     for (int64_t b = from; b < to; ++b)
-      if (blocks_[static_cast<size_t>(b)]->format != KvFormat::BF16) return false;
+      if (layout.quantizes(g, blocks_[static_cast<size_t>(b)]->format)) return false;
     return true;
   };
 
@@ -165,16 +165,19 @@ void KvSequence::attend(int64_t layer, int64_t kv_head, std::span<const ops::Att
     for (int64_t b = first; b < n_blocks; ++b) {
       const KvBlock& block = *blocks_[static_cast<size_t>(b)];
       const KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
-      const bool quantized = b < full_from && block.format != KvFormat::BF16;
+      const bool quantized = b < full_from && layout.quantizes(g, block.format);
       if (quantized ? rows.quantized_layers <= index : rows.full.empty())
         throw InternalError("KV rows of layer " + std::to_string(layer) + " at positions " +
                             std::to_string(b * kKvBlockTokens) + ".." + std::to_string(b * kKvBlockTokens + 15) +
                             " are gone but the query at " + std::to_string(max_pos) + " reads them");
       const KvFormat format = quantized ? block.format : KvFormat::BF16;
+      const KvRowForms forms = layout.forms(g, format);
       const uint8_t* data = quantized ? rows.quantized.data() : rows.full.data();
-      spans.push_back(KvSpan{format, quantized && pool_.rotated(format), data + layout.keys_offset(format, layer, kv_head),
-                             data + layout.values_offset(format, layer, kv_head),
-                             std::min(kKvBlockTokens, n_pos - b * kKvBlockTokens), layout.row_bytes(g, format)});
+      KvSpan span{forms.k, pool_.rotated(forms.k), data + layout.keys_offset(format, layer, kv_head),
+                  data + layout.values_offset(format, layer, kv_head),
+                  std::min(kKvBlockTokens, n_pos - b * kKvBlockTokens), layout.row_bytes(g, forms.k)};
+      if (forms.v != forms.k) span.values = KvValueForm{forms.v, pool_.rotated(forms.v), layout.row_bytes(g, forms.v)};
+      spans.push_back(span);
     }
     attend_spans(group.head_dim, params, spans, first * kKvBlockTokens, members);
   }
@@ -250,7 +253,7 @@ int64_t KvSequence::longest_exact_prefix_locked(int64_t n) const {
         const KvBlock& block = *blocks_[static_cast<size_t>(b)];
         const KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
         const bool quantized_readable = b < full_needed_from && block.format_known &&
-                                        block.format != KvFormat::BF16 && rows.quantized_layers == group_layers;
+                                        layout.quantizes(g, block.format) && rows.quantized_layers == group_layers;
         if (rows.full.empty() && !quantized_readable) {
           missing = b;
           break;
@@ -301,9 +304,9 @@ void KvSequence::cut_locked(int64_t m) {
     blocks_[kept - 1] = copy;
   } else if (partial) {
     KvBlock& last = *blocks_[kept - 1];  // private: forget a quantization made when it was complete
-    for (KvGroupRows& rows : last.groups) {
-      pool_.free_rows_locked(rows.quantized, last.format);
-      rows.quantized_layers = 0;
+    for (size_t g = 0; g < last.groups.size(); ++g) {
+      pool_.free_quantized_locked(static_cast<int64_t>(g), last.format, last.groups[g].quantized);
+      last.groups[g].quantized_layers = 0;
     }
     last.format_known = false;
     last.format = KvFormat::BF16;

@@ -60,17 +60,18 @@ AttentionLayout read_attention_layout(const ModelSpec& spec) {
   AttentionLayout layout;
   layout.num_layers = spec.num_layers;
   layout.layer_pattern_source = spec.layer_pattern_source;
-  for (const LayerSpec& l : spec.layers) {
-    LayerShape shape = layer_shape(l);
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    LayerShape shape = layer_shape(spec.layers[i]);
     bool merged = false;
     for (auto& g : layout.groups) {
       if (g.shape == shape) {
         ++g.layers;
+        g.layer_ids.push_back(static_cast<int64_t>(i));
         merged = true;
         break;
       }
     }
-    if (!merged) layout.groups.push_back({std::move(shape), 1});
+    if (!merged) layout.groups.push_back({std::move(shape), 1, {static_cast<int64_t>(i)}});
   }
   return layout;
 }

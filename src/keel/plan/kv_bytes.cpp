@@ -6,10 +6,13 @@
 
 namespace keel::plan {
 
-kv::KvGroupShape kv_group_shape(const LayerShape& shape, int64_t layers) {
+kv::KvGroupShape kv_group_shape(const LayerShape& shape, int64_t layers, std::vector<int64_t> layer_ids) {
   kv::KvGroupShape g;
   g.layers = layers;
-  for (const KvVectors& v : shape.per_token) g.per_token.push_back({v.count, v.dim});
+  g.layer_ids = std::move(layer_ids);
+  // Full and sliding layers keep K and V heads, half each; an MLA latent and its rope key count as keys.
+  const bool key_value = shape.kind == AttentionKind::Full || shape.kind == AttentionKind::Sliding;
+  for (const KvVectors& v : shape.per_token) g.per_token.push_back({v.count, v.dim, key_value});
   g.window = shape.kind == AttentionKind::Sliding ? shape.window : 0;
   return g;
 }
@@ -38,7 +41,7 @@ uint64_t kv_bytes_for_context(const AttentionLayout& layout, KvPolicy policy, in
   const kv::KvPolicy runtime = kv::KvPolicy::preset(policy);
   std::vector<kv::KvGroupShape> stored;
   for (const LayerGroup& g : layout.groups)
-    if (!g.shape.per_token.empty()) stored.push_back(kv_group_shape(g.shape, g.layers));
+    if (!g.shape.per_token.empty()) stored.push_back(kv_group_shape(g.shape, g.layers, g.layer_ids));
   return fixed_state_bytes(layout) + static_cast<uint64_t>(kv::kv_context_bytes(stored, runtime, context));
 }
 

@@ -5,6 +5,7 @@
 // this file maps the planner's layer groups (read from config.json, including kinds keel cannot run
 // yet) onto them and adds the fixed state of linear-attention layers. Pure functions: any thread.
 #include <cstdint>
+#include <vector>
 
 #include "keel/kv/kv_footprint.h"
 #include "keel/kv/kv_format_cost.h"
@@ -14,7 +15,8 @@
 namespace keel::plan {
 
 // The shape the KV byte arithmetic sees for `layers` layers of this shape.
-kv::KvGroupShape kv_group_shape(const LayerShape& shape, int64_t layers);
+// layer_ids: the model's indices of those layers (needed by a policy with a layer term).
+kv::KvGroupShape kv_group_shape(const LayerShape& shape, int64_t layers, std::vector<int64_t> layer_ids = {});
 
 // One token in one layer of this shape (0 for layers that keep nothing per token).
 int64_t layer_bytes_per_token(const LayerShape& shape, KvFormat format);
