@@ -181,6 +181,19 @@ void run_expert(const LayerSpec& ls, const MoeSpec& moe, const ExpertWeights& x,
     ops::matmul(x.gate_up, ws.expert_in.data(), m, ws.gate.data(), pool);  // (m, 2 ff) interleaved
     add_rows(ws.gate.data(), m, x.gate_up_bias);
     ops::clamped_swiglu(ws.gate.data(), m, ff, static_cast<float>(moe.swiglu_limit), ws.gate.data());
+  } else if (moe.swiglu_limit > 0) {
+    // gpt-oss with gate and up stored apart (GGUF): interleave their outputs as the fused rows
+    // would have given them, then the same bias and clamped SwiGLU.
+    resize(ws.gate, m * 2 * ff);
+    resize(ws.up, m * ff);
+    ops::matmul(x.gate, ws.expert_in.data(), m, ws.gate.data(), pool);
+    ops::matmul(x.up, ws.expert_in.data(), m, ws.up.data(), pool);
+    for (int64_t i = m * ff - 1; i >= 0; --i) {  // backwards: entry 2i is never below i
+      ws.gate[static_cast<size_t>(2 * i)] = ws.gate[static_cast<size_t>(i)];
+      ws.gate[static_cast<size_t>(2 * i + 1)] = ws.up[static_cast<size_t>(i)];
+    }
+    add_rows(ws.gate.data(), m, x.gate_up_bias);
+    ops::clamped_swiglu(ws.gate.data(), m, ff, static_cast<float>(moe.swiglu_limit), ws.gate.data());
   } else {
     resize(ws.gate, m * ff);
     resize(ws.up, m * ff);

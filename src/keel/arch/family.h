@@ -26,12 +26,25 @@ struct Family {
   TensorNames (*tensor_names)();
   // Whether the family runs MoE layers (the shared block's kinds, as its refined MoeSpec says).
   bool mixture_of_experts = false;
+  // GGUF files of this family: their general.architecture ("qwen2", "gpt-oss"), and the names of
+  // their tensors in ggml's scheme (usually ggml_tensor_names() as it is). Empty / nullptr: keel
+  // reads this family from Hugging Face folders only.
+  std::string_view gguf_architecture = {};
+  TensorNames (*gguf_tensor_names)() = nullptr;
 };
+
+// The tensor names llama.cpp's converter gives every decoder (token_embd, output_norm, output,
+// blk.N.attn_q, blk.N.ffn_gate_exps, ...), which families adjust where theirs differ.
+TensorNames ggml_tensor_names();
 
 // The registered families, in a stable order.
 std::span<const Family* const> families();
 // nullptr when `model_type` has no family.
 const Family* find_family(std::string_view model_type);
+// nullptr when no family reads GGUF files of `architecture` (general.architecture).
+const Family* find_gguf_family(std::string_view architecture);
+// "gpt-oss, llama, qwen2, ...": the GGUF architectures keel reads, for error messages.
+std::string gguf_architecture_list();
 // "gemma3_text, llama, mistral, qwen2, qwen3": for error messages.
 std::string family_list();
 

@@ -30,8 +30,16 @@ TensorNames tensor_names() {
   return n;
 }
 
+// GGUF (llama.cpp's converter): the norm before the FFN is post_attention_norm, and gate and up
+// are stacked apart with their biases (the loader interleaves the biases, the block the outputs).
+TensorNames gguf_tensor_names() {
+  TensorNames n = ggml_tensor_names();
+  n.ffn_norm = "post_attention_norm";
+  return n;
+}
+
 }  // namespace
 
-extern const Family kGptOss{"gpt_oss", refine, tensor_names, /*mixture_of_experts=*/true};
+extern const Family kGptOss{"gpt_oss", refine, tensor_names, /*mixture_of_experts=*/true, "gpt-oss", gguf_tensor_names};
 
 }  // namespace keel::arch

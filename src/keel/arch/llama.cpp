@@ -12,7 +12,9 @@ TensorNames tensor_names() { return {}; }
 
 }  // namespace
 
-extern const Family kLlama{"llama", refine, tensor_names};
+// GGUF llama files hold Mistral's too; their q/k rows are permuted for interleaved rope
+// (arch/gguf_model.cpp undoes that through RopeSpec::interleaved).
+extern const Family kLlama{"llama", refine, tensor_names, false, "llama", ggml_tensor_names};
 extern const Family kMistral{"mistral", refine, tensor_names};
 
 }  // namespace keel::arch

@@ -1,6 +1,7 @@
 #include "keel/arch/model_loader.h"
 
 #include "keel/arch/family.h"
+#include "keel/arch/gguf_model.h"
 #include "keel/util/error.h"
 
 namespace keel::arch {
@@ -54,7 +55,10 @@ ModelSpec runnable_spec(const ConfigView& config) {
 }
 
 ModelWeights load_model(const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder");
+  // A folder with config.json is a Hugging Face / MLX folder, whatever else it holds.
+  if (!std::filesystem::exists(dir / "config.json"))
+    if (auto gguf = gguf::find_gguf_model(dir)) return load_gguf_model(*gguf);
+  if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder or .gguf file");
   const auto config_path = dir / "config.json";
   if (!std::filesystem::exists(config_path))
     throw Error(config_path.string() + ": not found (every model folder needs config.json)");

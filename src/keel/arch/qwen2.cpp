@@ -16,6 +16,6 @@ TensorNames tensor_names() { return {}; }
 
 }  // namespace
 
-extern const Family kQwen2{"qwen2", refine, tensor_names};
+extern const Family kQwen2{"qwen2", refine, tensor_names, false, "qwen2", ggml_tensor_names};
 
 }  // namespace keel::arch

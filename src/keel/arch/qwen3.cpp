@@ -12,6 +12,6 @@ TensorNames tensor_names() { return {}; }
 
 }  // namespace
 
-extern const Family kQwen3{"qwen3", refine, tensor_names};
+extern const Family kQwen3{"qwen3", refine, tensor_names, false, "qwen3", ggml_tensor_names};
 
 }  // namespace keel::arch

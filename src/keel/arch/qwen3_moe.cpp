@@ -20,6 +20,6 @@ TensorNames tensor_names() { return {}; }
 
 }  // namespace
 
-extern const Family kQwen3Moe{"qwen3_moe", refine, tensor_names, /*mixture_of_experts=*/true};
+extern const Family kQwen3Moe{"qwen3_moe", refine, tensor_names, /*mixture_of_experts=*/true, "qwen3moe", ggml_tensor_names};
 
 }  // namespace keel::arch

@@ -19,6 +19,41 @@ const Family* find_family(std::string_view model_type) {
   return nullptr;
 }
 
+const Family* find_gguf_family(std::string_view architecture) {
+  for (const Family* f : kFamilies)
+    if (f->gguf_tensor_names && f->gguf_architecture == architecture) return f;
+  return nullptr;
+}
+
+std::string gguf_architecture_list() {
+  std::vector<std::string_view> names;
+  for (const Family* f : kFamilies)
+    if (f->gguf_tensor_names) names.push_back(f->gguf_architecture);
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (auto n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+TensorNames ggml_tensor_names() {
+  TensorNames n;
+  n.embed = "token_embd";
+  n.final_norm = "output_norm";
+  n.lm_head = "output";
+  n.layer_prefix = "blk.";
+  n.attn_norm = "attn_norm";
+  n.ffn_norm = "ffn_norm";
+  n.q = "attn_q", n.k = "attn_k", n.v = "attn_v", n.o = "attn_output";
+  n.q_norm = "attn_q_norm", n.k_norm = "attn_k_norm";
+  n.gate = "ffn_gate", n.up = "ffn_up", n.down = "ffn_down";
+  // Experts are stacked (experts, rows, cols) under blk.N.ffn_{gate,up,down}_exps.
+  n.router = "ffn_gate_inp";
+  n.stacked_experts = "";
+  n.expert_gate = "ffn_gate_exps", n.expert_up = "ffn_up_exps", n.expert_down = "ffn_down_exps";
+  n.attention_sinks = "attn_sinks.weight";
+  return n;
+}
+
 std::string family_list() {
   std::vector<std::string_view> names;
   for (const Family* f : kFamilies) names.push_back(f->model_type);

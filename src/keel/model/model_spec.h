@@ -49,6 +49,10 @@ struct RopeScaling {
 struct RopeSpec {
   double theta = 10000.0;
   RopeScaling scaling;
+  // Rotate adjacent pairs (2i, 2i+1) instead of (i, i + head_dim/2). GGUF llama-architecture
+  // files store q/k rows permuted for it, so keys and queries come out permuted alike and every
+  // q.k equals the Hugging Face layout's.
+  bool interleaved = false;
 
   bool operator==(const RopeSpec&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "keel/model/active_bytes.h"
+#include "keel/model/tensor_index.h"
 #include "keel/model/weight_index.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
@@ -92,61 +93,26 @@ DecodeWeightBytes ModelWeights::decode_bytes() const {
 
 namespace {
 
-// Finds tensors by name across the files of a checkpoint.
-class TensorIndex {
- public:
-  explicit TensorIndex(ModelWeights& w) : w_(w) {}
-
-  void add_file(const std::filesystem::path& path) {
-    w_.files.push_back(std::make_unique<SafetensorsFile>(path));
-    const SafetensorsFile* f = w_.files.back().get();
-    for (const auto& t : f->header().tensors) {
-      auto [it, inserted] = by_name_.emplace(t.name, Entry{f, &t});
-      if (!inserted)
-        throw Error(path.string() + ": tensor '" + t.name + "' also appears in " + it->second.file->path().string());
-    }
-  }
-
-  struct Entry {
-    const SafetensorsFile* file;
-    const TensorInfo* info;
-  };
-
-  const Entry* find(const std::string& name) const {
-    auto it = by_name_.find(name);
-    return it == by_name_.end() ? nullptr : &it->second;
-  }
-
-  const Entry& require(const std::string& name) const {
-    if (const Entry* e = find(name)) return *e;
-    throw Error(w_.dir.string() + ": tensor '" + name + "' is missing from the weights");
-  }
-
- private:
-  ModelWeights& w_;
-  std::map<std::string, Entry> by_name_;
-};
-
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
 
-[[noreturn]] void tensor_error(const TensorIndex::Entry& e, const std::string& what) {
-  throw Error(e.file->path().string() + ": tensor '" + e.info->name + "': " + what);
+[[noreturn]] void tensor_error(const StoredTensor& e, const std::string& what) {
+  throw Error(e.file->string() + ": tensor '" + e.name + "': " + what);
 }
 
-void expect_shape(const TensorIndex::Entry& e, const std::vector<int64_t>& shape) {
-  if (e.info->shape != shape)
-    tensor_error(e, "shape " + shape_string(e.info->shape) + ", expected " + shape_string(shape));
+void expect_shape(const StoredTensor& e, const std::vector<int64_t>& shape) {
+  if (e.shape != shape) tensor_error(e, "shape " + shape_string(e.shape) + ", expected " + shape_string(shape));
 }
 
-std::vector<float> to_floats(const TensorIndex::Entry& e) {
-  auto bytes = e.file->data(*e.info);
-  size_t n = e.info->element_count();
+std::vector<float> to_floats(const StoredTensor& e) {
+  if (!e.dtype) tensor_error(e, "type " + e.type_name + " is not supported here (F32, F16 or BF16)");
+  auto bytes = e.bytes;
+  size_t n = e.element_count();
   std::vector<float> out(n);
-  switch (e.info->dtype) {
+  switch (*e.dtype) {
     case DType::F32:
       std::memcpy(out.data(), bytes.data(), n * 4);
       break;
@@ -155,11 +121,11 @@ std::vector<float> to_floats(const TensorIndex::Entry& e) {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, bytes.data() + 2 * i, 2);
-        out[i] = e.info->dtype == DType::F16 ? f16_to_float(h) : bf16_to_float(h);
+        out[i] = e.dtype == DType::F16 ? f16_to_float(h) : bf16_to_float(h);
       }
       break;
     default:
-      tensor_error(e, "dtype " + std::string(dtype_name(e.info->dtype)) + " is not supported here (F32, F16 or BF16)");
+      tensor_error(e, "dtype " + e.type_name + " is not supported here (F32, F16 or BF16)");
   }
   return out;
 }
@@ -179,6 +145,19 @@ void attach_data(Matrix& m, std::span<const uint8_t> bytes, size_t alignment) {
   }
   m.realigned.assign(bytes.begin(), bytes.end());
   m.data = m.realigned.data();
+}
+
+// The alignment the kernels need of a matrix's first byte: whole elements for the float formats
+// and MLX's U32 words; the ggml block formats are read bytewise (their blocks are 17-210 bytes).
+size_t element_alignment(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::F16:
+    case WeightFormat::BF16: return 2;
+    case WeightFormat::F32:
+    case WeightFormat::MLX4:
+    case WeightFormat::MLX8: return 4;
+    default: return 1;
+  }
 }
 
 // The quantization of one module: its per-module override, else the model's; nullopt when the
@@ -214,8 +193,7 @@ std::vector<Matrix> load_matrices(const TensorIndex& index, const ModelSpec& spe
                                         : "has MLX scales but config.json has no quantization block");
     const int bits = quant->bits;
     group = quant->group_size;
-    if (w.info->dtype != DType::U32)
-      tensor_error(w, "MLX-quantized weight must be U32, got " + std::string(dtype_name(w.info->dtype)));
+    if (w.dtype != DType::U32) tensor_error(w, "MLX-quantized weight must be U32, got " + w.type_name);
     if (cols % group != 0 || (cols * bits) % 32 != 0)
       tensor_error(w, "input size " + std::to_string(cols) + " is not a multiple of the group size " + std::to_string(group));
     expect_shape(w, shape(cols * bits / 32));
@@ -225,19 +203,22 @@ std::vector<Matrix> load_matrices(const TensorIndex& index, const ModelSpec& spe
     format = bits == 4 ? WeightFormat::MLX4 : WeightFormat::MLX8;
     all_scales = to_floats(*scales);
     all_biases = to_floats(biases);
+  } else if (w.blocks) {  // GGUF: rows of ggml blocks
+    expect_shape(w, shape(cols));
+    format = *w.blocks;
   } else {
     expect_shape(w, shape(cols));
-    switch (w.info->dtype) {
+    switch (w.dtype.value_or(DType::U8)) {
       case DType::F32: format = WeightFormat::F32; break;
       case DType::F16: format = WeightFormat::F16; break;
       case DType::BF16: format = WeightFormat::BF16; break;
       default:
-        tensor_error(w, "dtype " + std::string(dtype_name(w.info->dtype)) +
-                            " is not supported (F32, F16, BF16, or U32 with MLX scales and biases)");
+        tensor_error(w, "type " + w.type_name + " is not supported (F32, F16, BF16, U32 with MLX scales and biases, " +
+                            "or the GGUF types Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, MXFP4)");
     }
   }
 
-  const auto bytes = w.file->data(*w.info);
+  const auto bytes = w.bytes;
   const int64_t count = stack ? stack : 1;
   std::vector<Matrix> out(static_cast<size_t>(count));
   for (int64_t e = 0; e < count; ++e) {
@@ -256,7 +237,7 @@ std::vector<Matrix> load_matrices(const TensorIndex& index, const ModelSpec& spe
       m.scales.resize(m.scales.size() + kMlxScalePadding, 0.0f);
       m.biases.resize(m.biases.size() + kMlxScalePadding, 0.0f);
     }
-    attach_data(m, bytes.subspan(static_cast<size_t>(e) * size, size), format == WeightFormat::BF16 || format == WeightFormat::F16 ? 2 : 4);
+    attach_data(m, bytes.subspan(static_cast<size_t>(e) * size, size), element_alignment(format));
   }
   return out;
 }
@@ -280,13 +261,13 @@ std::vector<Matrix> load_mxfp4_matrices(const TensorIndex& index, const std::str
                                         int64_t rows, int64_t cols) {
   const auto& blocks = index.require(prefix + "_blocks");
   const auto& scales = index.require(prefix + "_scales");
-  if (blocks.info->dtype != DType::U8 || scales.info->dtype != DType::U8)
+  if (blocks.dtype != DType::U8 || scales.dtype != DType::U8)
     tensor_error(blocks, "MXFP4 blocks and scales must be U8");
   if (cols % 32 != 0) tensor_error(blocks, "input size " + std::to_string(cols) + " is not a multiple of 32");
   expect_shape(blocks, {stack, rows, cols / 32, 16});
   expect_shape(scales, {stack, rows, cols / 32});
-  const auto block_bytes = blocks.file->data(*blocks.info);
-  const auto scale_bytes = scales.file->data(*scales.info);
+  const auto block_bytes = blocks.bytes;
+  const auto scale_bytes = scales.bytes;
   std::vector<Matrix> out(static_cast<size_t>(stack));
   for (int64_t e = 0; e < stack; ++e) {
     Matrix& m = out[static_cast<size_t>(e)];
@@ -318,13 +299,13 @@ std::vector<Matrix> load_stacked_dense(const TensorIndex& index, const std::stri
   const auto& t = index.require(name);
   expect_shape(t, {stack, rows, cols});
   WeightFormat format = WeightFormat::BF16;
-  switch (t.info->dtype) {
+  switch (t.dtype.value_or(DType::U8)) {
     case DType::F32: format = WeightFormat::F32; break;
     case DType::F16: format = WeightFormat::F16; break;
     case DType::BF16: format = WeightFormat::BF16; break;
-    default: tensor_error(t, "dtype " + std::string(dtype_name(t.info->dtype)) + " is not supported (F32, F16 or BF16)");
+    default: tensor_error(t, "type " + t.type_name + " is not supported (F32, F16 or BF16)");
   }
-  const auto bytes = t.file->data(*t.info);
+  const auto bytes = t.bytes;
   std::vector<Matrix> out(static_cast<size_t>(stack));
   for (int64_t e = 0; e < stack; ++e) {
     Matrix& m = out[static_cast<size_t>(e)];
@@ -395,6 +376,27 @@ void load_fused_experts(const TensorIndex& index, const ModelSpec& s, const MoeS
   }
 }
 
+// gpt-oss in GGUF: gate and up stacked apart, each with its (experts, expert_ffn) bias; the router's
+// bias. The two biases are interleaved into gate_up_bias, as the fused layout's rows are.
+void load_stacked_expert_biases(const TensorIndex& index, const MoeSpec& moe, int64_t d, const TensorNames& n,
+                                const std::string& p, LayerWeights& l) {
+  const int64_t ff = moe.expert_ffn_dim, count = moe.experts;
+  const std::string stack = p + n.stacked_experts;
+  l.router_bias = load_vector(index, p + n.router + ".bias", count);
+  auto gate = load_stacked_vectors(index, stack + n.expert_gate + ".bias", count, ff);
+  auto up = load_stacked_vectors(index, stack + n.expert_up + ".bias", count, ff);
+  auto down = load_stacked_vectors(index, stack + n.expert_down + ".bias", count, d);
+  for (size_t e = 0; e < l.experts.size(); ++e) {
+    ExpertWeights& x = l.experts[e];
+    x.gate_up_bias.resize(static_cast<size_t>(2 * ff));
+    for (size_t j = 0; j < static_cast<size_t>(ff); ++j) {
+      x.gate_up_bias[2 * j] = gate[e][j];
+      x.gate_up_bias[2 * j + 1] = up[e][j];
+    }
+    x.down_bias = std::move(down[e]);
+  }
+}
+
 // A mixture-of-experts FFN in either layout: per-expert tensors, or MLX's stacked ones.
 void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
                   const std::string& p, LayerWeights& l) {
@@ -409,6 +411,7 @@ void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& m
     auto down = load_matrices(index, s, p + n.stacked_experts + n.expert_down, moe.experts, d, ff);
     for (size_t e = 0; e < l.experts.size(); ++e)
       l.experts[e] = gated_expert(std::move(gate[e]), std::move(up[e]), std::move(down[e]));
+    if (moe.biases) load_stacked_expert_biases(index, moe, s.hidden_size, n, p, l);
     return;
   }
   for (int64_t e = 0; e < moe.experts; ++e) {
@@ -518,7 +521,26 @@ TensorNames TensorNames::rooted_at(std::string_view root) const {
   return n;
 }
 
-ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& given_names) {
+namespace {
+
+// The tensors of `index` into `w` (its spec already set), under `given_names` or re-rooted names.
+void load_tensors(ModelWeights& w, const TensorIndex& index, const TensorNames& given_names) {
+  const TensorNames names = find_language_model(index, given_names);
+  const ModelSpec& s = w.spec;
+  w.embed = load_matrix(index, s, names.embed, s.vocab_size, s.hidden_size);
+  if (index.find(names.lm_head + ".weight")) {
+    w.lm_head = load_matrix(index, s, names.lm_head, s.vocab_size, s.hidden_size);
+  } else if (!s.tie_word_embeddings) {
+    throw Error(index.where().string() + ": tensor '" + names.lm_head + ".weight' is missing and tie_word_embeddings is false");
+  }
+  w.final_norm = load_vector(index, names.final_norm + ".weight", s.hidden_size);
+  for (int64_t i = 0; i < s.num_layers; ++i)
+    w.layers.push_back(load_layer(index, s, s.layers[static_cast<size_t>(i)], names, i));
+}
+
+}  // namespace
+
+ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names) {
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder");
   if (spec.quantization) check_quantization(dir, *spec.quantization);
   for (const auto& [module, q] : spec.quantization_overrides)
@@ -528,20 +550,25 @@ ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, cons
   w.spec = std::move(spec);
   w.eos_token_ids = load_eos_token_ids(dir, w.spec);
 
-  TensorIndex index(w);
-  for (const auto& f : weight_files(dir)) index.add_file(f);
-  const TensorNames names = find_language_model(index, given_names);
-
-  const ModelSpec& s = w.spec;
-  w.embed = load_matrix(index, s, names.embed, s.vocab_size, s.hidden_size);
-  if (index.find(names.lm_head + ".weight")) {
-    w.lm_head = load_matrix(index, s, names.lm_head, s.vocab_size, s.hidden_size);
-  } else if (!s.tie_word_embeddings) {
-    throw Error(dir.string() + ": tensor '" + names.lm_head + ".weight' is missing and tie_word_embeddings is false");
+  TensorIndex index(dir);
+  for (const auto& f : weight_files(dir)) {
+    w.files.push_back(std::make_unique<SafetensorsFile>(f));
+    index.add(*w.files.back());
   }
-  w.final_norm = load_vector(index, names.final_norm + ".weight", s.hidden_size);
-  for (int64_t i = 0; i < s.num_layers; ++i)
-    w.layers.push_back(load_layer(index, s, s.layers[static_cast<size_t>(i)], names, i));
+  load_tensors(w, index, names);
+  return w;
+}
+
+ModelWeights load_gguf_weights(std::vector<std::unique_ptr<gguf::File>> files, ModelSpec spec,
+                               const TensorNames& names) {
+  ModelWeights w;
+  w.dir = files.front()->path();
+  w.spec = std::move(spec);
+  w.eos_token_ids = w.spec.eos_token_ids;
+  w.gguf_files = std::move(files);
+  TensorIndex index(w.dir);
+  for (const auto& f : w.gguf_files) index.add(*f);
+  load_tensors(w, index, names);
   return w;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "keel/model/active_bytes.h"
+#include "keel/model/gguf_file.h"
 #include "keel/model/model_spec.h"
 #include "keel/model/safetensors.h"
 
@@ -112,7 +113,9 @@ struct ExpertWeights {
   Matrix gate, up;  // (expert_ffn, dim); empty when fused into gate_up
   Matrix gate_up;   // (2 * expert_ffn, dim) gpt-oss: gate on even rows, up on odd rows
   Matrix down;      // (dim, expert_ffn)
-  std::vector<float> gate_up_bias;  // (2 * expert_ffn) MoeSpec::biases only
+  // (2 * expert_ffn) MoeSpec::biases only; gate's on even entries, up's on odd ones, as gate_up's
+  // rows are, also when gate and up are stored apart (gpt-oss in GGUF).
+  std::vector<float> gate_up_bias;
   std::vector<float> down_bias;     // (dim)
 };
 
@@ -149,10 +152,11 @@ struct LayerWeights {
 inline constexpr std::string_view kMultimodalRoots[] = {"model.language_model.", "language_model.model."};
 
 struct ModelWeights {
-  std::filesystem::path dir;
+  std::filesystem::path dir;  // the model folder, or the (first) .gguf file
   ModelSpec spec;
   std::vector<int32_t> eos_token_ids;
-  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::vector<std::unique_ptr<SafetensorsFile>> files;   // a folder's
+  std::vector<std::unique_ptr<gguf::File>> gguf_files;   // a GGUF model's, shards in order
   Matrix embed;                   // (vocab, dim)
   Matrix lm_head;                 // (vocab, dim); empty (rows == 0) when tied to embed: use output()
   std::vector<float> final_norm;  // (dim)
@@ -160,6 +164,7 @@ struct ModelWeights {
 
   const Matrix& output() const { return lm_head.rows ? lm_head : embed; }
   WeightFormat format() const { return embed.format; }
+  bool from_gguf() const { return !gguf_files.empty(); }
   // The weight matrices' bytes: all of them (resident) and what one decode step streams through
   // (active: attention, router, the experts one token is routed to, one embedding row and the
   // output head; model/active_bytes.h is the rule).
@@ -171,5 +176,11 @@ struct ModelWeights {
 // `names`, or under `names` re-rooted at one of kMultimodalRoots. Use arch::load_model() to read the spec too. Throws keel::Error naming the file and
 // tensor for anything missing, unexpected, truncated, misshapen or of an unsupported dtype.
 ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names);
+
+// The same from the mapped files of one GGUF model (the shards of a split one, in order), whose
+// tensors `names` names in ggml's scheme (blk.N.attn_q, ...). `spec` comes from the files'
+// metadata (arch/gguf_model.h) and carries the eos ids.
+ModelWeights load_gguf_weights(std::vector<std::unique_ptr<gguf::File>> files, ModelSpec spec,
+                               const TensorNames& names);
 
 }  // namespace keel

@@ -55,7 +55,7 @@ void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim) {
+Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim), interleaved_(spec.interleaved) {
   const int64_t half = head_dim_ / 2;
   inv_freq_.resize(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
@@ -124,13 +124,17 @@ void Rope::apply(float* x, int64_t n_heads, int64_t pos) const {
     cos_t[static_cast<size_t>(i)] = static_cast<float>(scale_ * std::cos(angle));
     sin_t[static_cast<size_t>(i)] = static_cast<float>(scale_ * std::sin(angle));
   }
+  // Pair i is (i, i + half), or (2i, 2i + 1) interleaved.
+  const int64_t step = interleaved_ ? 2 : 1, other = interleaved_ ? 1 : half;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim_;
     for (int64_t i = 0; i < half; ++i) {
-      const float a = v[i], b = v[i + half];
+      float& a = v[i * step];
+      float& b = v[i * step + other];
       const float c = cos_t[static_cast<size_t>(i)], s = sin_t[static_cast<size_t>(i)];
-      v[i] = a * c - b * s;
-      v[i + half] = b * c + a * s;
+      const float a0 = a, b0 = b;
+      a = a0 * c - b0 * s;
+      b = b0 * c + a0 * s;
     }
   }
 }

@@ -43,6 +43,7 @@ class Rope {
   int64_t head_dim_;
   std::vector<double> inv_freq_;
   double scale_ = 1.0;  // multiplies cos and sin
+  bool interleaved_ = false;  // RopeSpec::interleaved
 };
 
 }  // namespace keel::ops

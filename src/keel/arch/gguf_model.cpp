@@ -1,0 +1,170 @@
+#include "keel/arch/gguf_model.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "keel/arch/family.h"
+#include "keel/arch/model_loader.h"
+#include "keel/util/error.h"
+
+namespace keel::arch {
+namespace {
+
+using nlohmann::json;
+
+const Family& family_of(const gguf::File& f) {
+  const std::string arch = f.require_string("general.architecture", "names the model's architecture");
+  if (const Family* family = find_gguf_family(arch)) return *family;
+  f.fail("general.architecture", "'" + arch + "' is not supported (supported: " + gguf_architecture_list() + ")");
+}
+
+// The layers whose FFN is dense though the model has experts (Qwen's mlp_only_layers): GGUF
+// says so only by which tensors a layer has.
+json dense_layers(const gguf::File& f, int64_t layers) {
+  json out = json::array();
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    if (!f.header().find_tensor(p + "ffn_gate_exps.weight") && f.header().find_tensor(p + "ffn_gate.weight"))
+      out.push_back(i);
+  }
+  return out;
+}
+
+// {arch}.rope.scaling.* as a config.json rope_scaling block; null for none.
+json rope_scaling(const gguf::File& f, const std::string& k) {
+  std::string type = f.optional_string(k + "rope.scaling.type").value_or("none");
+  std::optional<double> factor = f.optional_number(k + "rope.scaling.factor");
+  if (type == "none" && f.optional_number(k + "rope.scale_linear")) {  // the older key
+    type = "linear";
+    factor = f.optional_number(k + "rope.scale_linear");
+  }
+  if (type == "none") return nullptr;
+  json r = {{"rope_type", type}, {"factor", factor.value_or(1.0)}};
+  if (type == "yarn") {
+    if (auto n = f.optional_int(k + "rope.scaling.original_context_length")) r["original_max_position_embeddings"] = *n;
+    if (auto b = f.optional_number(k + "rope.scaling.yarn_beta_fast")) r["beta_fast"] = *b;
+    if (auto b = f.optional_number(k + "rope.scaling.yarn_beta_slow")) r["beta_slow"] = *b;
+    r["truncate"] = true;  // GGUF has no such key; llama.cpp always rounds the correction range
+  } else if (type != "linear") {
+    f.fail(k + "rope.scaling.type", "'" + type + "' is not supported (none, linear, yarn)");
+  }
+  return r;
+}
+
+}  // namespace
+
+ConfigView gguf_config(const gguf::File& f) {
+  const Family& family = family_of(f);
+  const std::string k = std::string(family.gguf_architecture) + ".";
+  const gguf::Header& h = f.header();
+  json c;
+  c["model_type"] = family.model_type;
+  c["hidden_size"] = f.require_int(k + "embedding_length", "needed for the hidden size");
+  const int64_t layers = f.require_int(k + "block_count", "needed for the layer count");
+  c["num_hidden_layers"] = layers;
+  const int64_t heads = f.require_int(k + "attention.head_count", "needed for the attention shape");
+  c["num_attention_heads"] = heads;
+  c["num_key_value_heads"] = f.optional_int(k + "attention.head_count_kv").value_or(heads);
+  if (auto key = f.optional_int(k + "attention.key_length")) {
+    if (auto value = f.optional_int(k + "attention.value_length"); value && *value != *key)
+      f.fail(k + "attention.value_length", "differs from attention.key_length; keel runs equal key and value sizes");
+    c["head_dim"] = *key;
+  }
+  if (auto n = f.optional_int(k + "context_length")) c["max_position_embeddings"] = *n;
+  if (auto eps = f.optional_number(k + "attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
+  if (auto theta = f.optional_number(k + "rope.freq_base")) c["rope_theta"] = *theta;
+  c["rope_scaling"] = rope_scaling(f, k);
+  if (h.find_tensor("rope_freqs.weight"))
+    throw Error(f.path().string() + ": tensor 'rope_freqs.weight': per-dimension rope frequency factors (Llama 3.1 "
+                "scaling in GGUF) are not supported yet");
+
+  const gguf::Tensor* embed = h.find_tensor("token_embd.weight");
+  if (!embed || embed->dims.size() != 2) throw Error(f.path().string() + ": tensor 'token_embd.weight' is missing or not 2-D");
+  c["vocab_size"] = embed->dims[1];
+  c["tie_word_embeddings"] = h.find_tensor("output.weight") == nullptr;
+  c["attention_bias"] = h.find_tensor("blk.0.attn_q.bias") != nullptr;
+
+  const std::optional<int64_t> experts = f.optional_int(k + "expert_count");
+  const std::optional<int64_t> ffn = f.optional_int(k + "feed_forward_length");
+  if (experts && *experts > 0) {
+    const int64_t used = f.require_int(k + "expert_used_count", "needed to route tokens to experts");
+    const int64_t expert_ffn = f.optional_int(k + "expert_feed_forward_length").value_or(ffn.value_or(0));
+    if (family.model_type == "gpt_oss") {
+      c["num_local_experts"] = *experts;
+      c["intermediate_size"] = expert_ffn;
+    } else {
+      c["num_experts"] = *experts;
+      c["moe_intermediate_size"] = expert_ffn;
+      if (ffn) c["intermediate_size"] = *ffn;
+      c["norm_topk_prob"] = f.optional_bool(k + "expert_weights_norm").value_or(true);
+      c["mlp_only_layers"] = dense_layers(f, layers);
+    }
+    c["num_experts_per_tok"] = used;
+  } else if (ffn) {
+    c["intermediate_size"] = *ffn;
+  }
+
+  if (auto window = f.optional_int(k + "attention.sliding_window")) {
+    c["sliding_window"] = *window;
+    // llama.cpp's swa pattern n: layer i slides unless i % n == n - 1 (the last of each n is full).
+    if (auto pattern = f.optional_int(k + "attention.sliding_window_pattern")) {
+      if (*pattern < 1) f.fail(k + "attention.sliding_window_pattern", "must be at least 1");
+      json types = json::array();
+      for (int64_t i = 0; i < layers; ++i) types.push_back(i % *pattern < *pattern - 1 ? "sliding_attention" : "full_attention");
+      c["layer_types"] = types;
+    } else {
+      c["use_sliding_window"] = true;
+    }
+  }
+
+  json eos = json::array();
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+    if (auto id = f.optional_int(key); id && std::find(eos.begin(), eos.end(), json(*id)) == eos.end()) eos.push_back(*id);
+  if (!eos.empty()) c["eos_token_id"] = eos;
+  if (auto bos = f.optional_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;
+  return ConfigView(std::move(c), f.path().string() + " (GGUF metadata)");
+}
+
+namespace {
+
+// What GGUF lays out differently from the Hugging Face checkpoint the spec describes.
+void adjust_for_gguf(const gguf::File& f, ModelSpec& spec) {
+  if (family_of(f).gguf_architecture == "llama")
+    for (LayerSpec& l : spec.layers) l.rope.interleaved = true;
+}
+
+}  // namespace
+
+ModelSpec gguf_runnable_spec(const gguf::File& f) {
+  ModelSpec spec = runnable_spec(gguf_config(f));
+  adjust_for_gguf(f, spec);
+  return spec;
+}
+
+ModelSpec gguf_describe_spec(const gguf::File& f) {
+  ModelSpec spec = describe_spec(gguf_config(f));
+  adjust_for_gguf(f, spec);
+  return spec;
+}
+
+ModelWeights load_gguf_model(const std::filesystem::path& path) {
+  const auto shards = gguf::shard_paths(path);
+  std::vector<std::unique_ptr<gguf::File>> files;
+  for (const auto& p : shards) files.push_back(std::make_unique<gguf::File>(p));
+  const gguf::File& first = *files.front();
+  // Each shard says which it is; a renamed or mixed-up file must not be read as another's part.
+  for (size_t i = 0; i < files.size() && files.size() > 1; ++i) {
+    const auto count = files[i]->optional_int("split.count");
+    const auto no = files[i]->optional_int("split.no");
+    if (!count || !no || *count != static_cast<int64_t>(files.size()) || *no != static_cast<int64_t>(i))
+      files[i]->fail("split.no", "this file is not shard " + std::to_string(i + 1) + " of " + std::to_string(files.size()) +
+                                     " (split.no " + (no ? std::to_string(*no) : "missing") + ", split.count " +
+                                     (count ? std::to_string(*count) : "missing") + ")");
+  }
+  ModelSpec spec = gguf_runnable_spec(first);
+  const TensorNames names = family_of(first).gguf_tensor_names();
+  return load_gguf_weights(std::move(files), std::move(spec), names);
+}
+
+}  // namespace keel::arch

@@ -1,0 +1,34 @@
+#pragma once
+// A GGUF model (one .gguf file, or the shards of a split one) as keel runs it: its metadata read
+// into the same ModelSpec a Hugging Face config.json gives, and its tensors into the same
+// ModelWeights, through the family's refinement and the one loader. GGUF is another way to fill
+// them, not a second engine.
+//
+// The metadata ({arch}.embedding_length, {arch}.attention.head_count, ...) is translated into the
+// config.json keys the generic reader knows, so every family rule applies unchanged; what GGUF
+// lays out differently is set here:
+//   - llama-architecture q/k rows are permuted for interleaved rope (RopeSpec::interleaved);
+//   - there is no YaRN `truncate` key: llama.cpp always rounds the ramp bounds, so keel does too;
+//   - tied embeddings are the absence of output.weight; MoE layers are the ones with expert tensors.
+// Plain functions; safe on any thread.
+#include <filesystem>
+
+#include "keel/model/config_view.h"
+#include "keel/model/gguf_file.h"
+#include "keel/model/model_spec.h"
+#include "keel/model/weights.h"
+
+namespace keel::arch {
+
+// The config.json equivalent of the file's metadata. Throws keel::Error naming the file and the
+// GGUF key for a missing or ill-typed one, or an architecture keel has no family for.
+ConfigView gguf_config(const gguf::File& file);
+
+// The spec keel runs for the file (runnable_spec's checks), or describes it (for `keel plan`).
+ModelSpec gguf_runnable_spec(const gguf::File& file);
+ModelSpec gguf_describe_spec(const gguf::File& file);
+
+// Maps every shard of the model `path` names (gguf::shard_paths) and loads its weights.
+ModelWeights load_gguf_model(const std::filesystem::path& path);
+
+}  // namespace keel::arch
