@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "keel/ops/bf16_dot_x86.h"
+#include "keel/ops/ggml_blocks.h"
+#include "keel/ops/ggml_bf16_x86.h"
 #include "keel/ops/mlx_bf16_x86.h"
 #include "keel/ops/mxfp4_bf16_x86.h"
 #include "keel/ops/simd_kernels.h"
@@ -32,6 +34,23 @@ void gemv_range(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* 
     case WeightFormat::MLX4:
     case WeightFormat::MLX8: gemm_mlx(mlx_rows(w), x, 1, r0, r1, y, 0); break;
     case WeightFormat::MXFP4: gemv_mxfp4(mxfp4_rows(w), x, r0, r1, y); break;
+    // ggml blocks, portable path: each row widened to its exact f32 values, then the f32 product
+    // (gemv_f32 sums as gemm_rows_f32 does, so one token matches its row among many).
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
+    case WeightFormat::Q5_0:
+    case WeightFormat::Q4_K:
+    case WeightFormat::Q5_K:
+    case WeightFormat::Q6_K:
+    case WeightFormat::MXFP4_GGUF: {
+      thread_local std::vector<float> row;
+      row.resize(static_cast<size_t>(w.cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        decode_ggml_blocks(w.format, w.data + static_cast<size_t>(r) * w.row_bytes(), w.cols, row.data());
+        gemv_f32(row.data(), w.cols, x, 0, 1, y + (r - r0));
+      }
+      break;
+    }
     default: throw Error(w.name + ": no kernel for weight format " + weight_format_name(w.format));
   }
 }
@@ -79,6 +98,15 @@ void decode_row(const Matrix& w, int64_t row, float* out) {
     }
     case WeightFormat::MXFP4:
       decode_mxfp4_rows(mxfp4_rows(w), row, row + 1, out);
+      return;
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
+    case WeightFormat::Q5_0:
+    case WeightFormat::Q4_K:
+    case WeightFormat::Q5_K:
+    case WeightFormat::Q6_K:
+    case WeightFormat::MXFP4_GGUF:
+      decode_ggml_blocks(w.format, base, w.cols, out);
       return;
     default: throw Error(w.name + ": no kernel for weight format " + weight_format_name(w.format));
   }
@@ -129,6 +157,29 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
     pool.parallel_for(tasks, [&](size_t task, int) {
       auto [r0, r1] = rows_of(task);
       gemm_mlx_bf16(m, act, n_tokens, r0, r1, y + r0, w.rows);
+    });
+    return;
+  }
+
+  // ggml block formats with AVX512_BF16: raw codes times bf16 activations, scales per block or
+  // sub-block (ggml_bf16_x86.h); as for MLX, the caller's thread owns the activations.
+  if (is_ggml_block_format(w.format) && ggml_bf16_supported(w.format)) {
+    const GgmlRows g = ggml_rows(w);
+    thread_local GgmlBf16Activations caller_act;
+    GgmlBf16Activations& act = caller_act;  // a lambda naming the thread_local would get its worker's own
+    size_ggml_bf16_activations(g, n_tokens, act);
+    constexpr int64_t kTokensPerTask = 8;
+    if (n_tokens <= kTokensPerTask) {
+      prepare_ggml_bf16_activations(g, x, 0, n_tokens, act);
+    } else {
+      pool.parallel_for(static_cast<size_t>((n_tokens + kTokensPerTask - 1) / kTokensPerTask), [&](size_t task, int) {
+        const int64_t t0 = static_cast<int64_t>(task) * kTokensPerTask;
+        prepare_ggml_bf16_activations(g, x, t0, std::min(n_tokens, t0 + kTokensPerTask), act);
+      });
+    }
+    pool.parallel_for(tasks, [&](size_t task, int) {
+      auto [r0, r1] = rows_of(task);
+      gemm_ggml_bf16(g, act, n_tokens, r0, r1, y + r0, w.rows);
     });
     return;
   }

@@ -1,0 +1,429 @@
+// The ggml block formats of GGUF files (ops::decode_row and ops::matmul on Q8_0, Q4_0, Q5_0, Q4_K,
+// Q5_K, Q6_K and MXFP4_GGUF matrices). Blocks are random bytes with finite scales; the reference
+// dequantizer below is written from the block layouts (one formula per element, not ggml's loops),
+// so decode_row must give its floats bit for bit (f16 scales widened exactly, d * sc in f32 before
+// the code, as ggml's dequantize_row_* and gguf-py do). matmul is checked against the reference
+// rows in double precision, and for the invariant chunked prefill rests on: one token gives the bits
+// of its row among many, and a row does not depend on which rows share its call. Real blocks come
+// from the GGUF fixtures in /work/shared/models/gguf (found by a small header walk here; skipped
+// when the files are absent).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "keel/ops/ggml_bf16_x86.h"
+#include "keel/ops/matmul.h"
+#include "keel/util/half.h"
+
+namespace {
+
+using namespace keel;
+
+uint16_t u16_at(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t u32_at(const uint8_t* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24); }
+float half(const uint8_t* p) { return f16_to_float(u16_at(p)); }
+
+// 6-bit scale and min of sub-block j of a Q4_K/Q5_K block's 12 scale bytes.
+void scale_min(const uint8_t* s, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = s[j] & 0x3F;
+    m = s[j + 4] & 0x3F;
+  } else {
+    sc = (s[j + 4] & 0x0F) | ((s[j - 4] & 0xC0) >> 2);
+    m = ((s[j + 4] & 0xF0) >> 4) | ((s[j] & 0xC0) >> 2);
+  }
+}
+
+// Element c of a row (its blocks at `row`), and the min subtracted from it (K formats; else 0).
+struct RefValue {
+  float value;
+  float offset;
+};
+RefValue reference(WeightFormat f, const uint8_t* row, int64_t c) {
+  const GgmlBlock g = ggml_block_size(f);
+  const uint8_t* b = row + (c / g.elements) * g.bytes;
+  const int e = static_cast<int>(c % g.elements);
+  switch (f) {
+    case WeightFormat::Q8_0: return {half(b) * static_cast<float>(static_cast<int8_t>(b[2 + e])), 0};
+    case WeightFormat::Q4_0: {
+      const int q = e < 16 ? b[2 + e] & 15 : b[2 + e - 16] >> 4;
+      return {half(b) * static_cast<float>(q - 8), 0};
+    }
+    case WeightFormat::Q5_0: {
+      const uint32_t h = u32_at(b + 2);
+      const int q = (e < 16 ? b[6 + e] & 15 : b[6 + e - 16] >> 4) | static_cast<int>(((h >> e) & 1) << 4);
+      return {half(b) * static_cast<float>(q - 16), 0};
+    }
+    case WeightFormat::Q4_K:
+    case WeightFormat::Q5_K: {
+      const bool five = f == WeightFormat::Q5_K;
+      const uint8_t* qs = b + (five ? 48 : 16);
+      const int chunk = e / 64, high = (e % 64) / 32, l = e % 32;
+      int sc, m;
+      scale_min(b + 4, 2 * chunk + high, sc, m);
+      int q = high ? qs[32 * chunk + l] >> 4 : qs[32 * chunk + l] & 15;
+      if (five) q += ((b[16 + l] >> (2 * chunk + high)) & 1) * 16;
+      const float d1 = half(b) * static_cast<float>(sc), m1 = half(b + 2) * static_cast<float>(m);
+      return {d1 * static_cast<float>(q) - m1, m1};
+    }
+    case WeightFormat::Q6_K: {
+      const int n = e / 128, quad = (e % 128) / 32, l = e % 32;
+      const uint8_t lq = b[64 * n + 32 * (quad % 2) + l];
+      const int lo = quad < 2 ? lq & 15 : lq >> 4;
+      const int hi = (b[128 + 32 * n + l] >> (2 * quad)) & 3;
+      const int sc = static_cast<int8_t>(b[192 + 8 * n + 2 * quad + l / 16]);
+      return {half(b + 208) * static_cast<float>(sc) * static_cast<float>((lo | (hi << 4)) - 32), 0};
+    }
+    case WeightFormat::MXFP4_GGUF: {
+      // Code 8 is e2m1's -0; ggml (kvalues_mxfp4, an int8 table) and gguf-py make it +0, as here.
+      static const double kE2m1[16] = {0, .5, 1, 1.5, 2, 3, 4, 6, 0, -.5, -1, -1.5, -2, -3, -4, -6};
+      const int code = e < 16 ? b[1 + e] & 15 : b[1 + e - 16] >> 4;
+      return {static_cast<float>(std::ldexp(kE2m1[code], b[0] - 127)), 0};
+    }
+    default: return {NAN, 0};
+  }
+}
+
+const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q5_0, WeightFormat::Q4_K,
+                                 WeightFormat::Q5_K, WeightFormat::Q6_K, WeightFormat::MXFP4_GGUF};
+
+// Random blocks with finite scales of the sizes real files hold (|d| about 1e-3 .. 3e-2 for the
+// 32-element formats, sub-block scales up to 63 or +-127 for the K formats, exponents 2^-9..2^3).
+std::vector<uint8_t> random_blocks(WeightFormat f, int64_t rows, int64_t cols, uint32_t seed) {
+  const GgmlBlock g = ggml_block_size(f);
+  const int64_t blocks = rows * cols / g.elements;
+  std::vector<uint8_t> out(static_cast<size_t>(blocks * g.bytes));
+  std::mt19937 rng(seed);
+  for (auto& v : out) v = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> mag(1e-3f, 3e-2f), kmag(1e-4f, 2e-3f);
+  auto put_half = [&](uint8_t* p, float v) {
+    const uint16_t h = float_to_f16(v);
+    p[0] = static_cast<uint8_t>(h), p[1] = static_cast<uint8_t>(h >> 8);
+  };
+  for (int64_t i = 0; i < blocks; ++i) {
+    uint8_t* b = out.data() + i * g.bytes;
+    const float sign = rng() & 1 ? -1.0f : 1.0f;
+    switch (f) {
+      case WeightFormat::Q8_0:
+      case WeightFormat::Q4_0:
+      case WeightFormat::Q5_0: put_half(b, sign * mag(rng)); break;
+      case WeightFormat::Q4_K:
+      case WeightFormat::Q5_K: put_half(b, kmag(rng)), put_half(b + 2, kmag(rng)); break;
+      case WeightFormat::Q6_K: put_half(b + 208, sign * kmag(rng)); break;
+      case WeightFormat::MXFP4_GGUF: b[0] = static_cast<uint8_t>(118 + rng() % 13); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+Matrix view(WeightFormat f, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+  Matrix m;
+  m.name = std::string("test.") + weight_format_name(f);
+  m.format = f;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = bytes.data();
+  return m;
+}
+
+std::vector<float> random_x(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
+void expect_rows_exact(const Matrix& m, int64_t rows_to_check) {
+  std::vector<float> got(static_cast<size_t>(m.cols));
+  for (int64_t r = 0; r < rows_to_check; ++r) {
+    ops::decode_row(m, r, got.data());
+    const uint8_t* row = m.data + r * static_cast<int64_t>(m.row_bytes());
+    for (int64_t c = 0; c < m.cols; ++c) {
+      const float want = reference(m.format, row, c).value;
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[static_cast<size_t>(c)]), std::bit_cast<uint32_t>(want))
+          << m.name << " row " << r << " col " << c << ": " << got[static_cast<size_t>(c)] << " vs " << want;
+    }
+  }
+}
+
+// matmul against the reference rows in double precision. The kernels may round x to bf16 (the
+// AVX512_BF16 path does; the portable one multiplies f32), so the reference is taken both ways.
+// With x rounded, only f32 accumulation error remains: at most ~(V dot-product steps + the chain of
+// superblocks + 4 reduction levels) roundings of 2^-24 relative to the sum of |terms|, where the K
+// formats' terms are d*sc*q*x and dmin*m*x separately (the kernel subtracts dmin*m*sum(x) per
+// sub-block): under 60 * 6e-8 for these widths, so 2e-5 leaves a wide margin while a misplaced
+// code or scale is far outside. Against exact x the bound is bf16's rounding, 2^-9 of each term.
+void expect_matches_reference(const Matrix& m, const float* x, int64_t tokens, const float* y) {
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const uint8_t* row = m.data + r * static_cast<int64_t>(m.row_bytes());
+    for (int64_t t = 0; t < tokens; ++t) {
+      double exact = 0, rounded = 0, magnitude = 0;
+      for (int64_t c = 0; c < m.cols; ++c) {
+        const RefValue w = reference(m.format, row, c);
+        const float xv = x[t * m.cols + c];
+        exact += static_cast<double>(w.value) * xv;
+        rounded += static_cast<double>(w.value) * bf16_to_float(float_to_bf16(xv));
+        magnitude += (std::abs(static_cast<double>(w.value) + w.offset) + std::abs(w.offset)) * std::abs(xv);
+      }
+      const double got = y[t * m.rows + r];
+      const double to_rounded = std::abs(got - rounded), to_exact = std::abs(got - exact);
+      // Where the bf16 kernels run, x must have been rounded (a check that they did run).
+      const bool bf16 = ops::ggml_bf16_supported(m.format);
+      EXPECT_TRUE(to_rounded <= 2e-5 * magnitude + 1e-6 || (!bf16 && to_exact <= 2e-5 * magnitude + 1e-6))
+          << m.name << " row " << r << " token " << t << ": " << got << " vs " << rounded << " (x in bf16) or "
+          << exact;
+      EXPECT_LE(to_exact, 4e-3 * magnitude + 1e-6) << m.name << " row " << r << " token " << t;
+    }
+  }
+}
+
+// One token alone gives the bits of its row among seven; a call of two starting at token 5 too
+// (a remainder after a 4-token tile).
+void expect_token_invariance(const Matrix& m, const float* x, ThreadPool& pool) {
+  const int64_t tokens = 7;
+  std::vector<float> many(static_cast<size_t>(tokens * m.rows)), one(static_cast<size_t>(m.rows));
+  std::vector<float> two(static_cast<size_t>(2 * m.rows));
+  ops::matmul(m, x, tokens, many.data(), pool);
+  for (int64_t t = 0; t < tokens; ++t) {
+    ops::matmul(m, x + t * m.cols, 1, one.data(), pool);
+    for (int64_t r = 0; r < m.rows; ++r)
+      ASSERT_EQ(std::bit_cast<uint32_t>(one[static_cast<size_t>(r)]),
+                std::bit_cast<uint32_t>(many[static_cast<size_t>(t * m.rows + r)]))
+          << m.name << " token " << t << " row " << r;
+  }
+  ops::matmul(m, x + 5 * m.cols, 2, two.data(), pool);
+  for (int64_t i = 0; i < 2 * m.rows; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(two[static_cast<size_t>(i)]),
+              std::bit_cast<uint32_t>(many[static_cast<size_t>(5 * m.rows + i)]))
+        << m.name << " " << i;
+}
+
+// Each row viewed as a one-row matrix (a task of its own, another tile shape) gives the bits it
+// gets among all rows, for one token and for six.
+void expect_rows_independent(const Matrix& m, const float* x, ThreadPool& pool, std::initializer_list<int64_t> rows) {
+  for (const int64_t tokens : {int64_t{1}, int64_t{6}}) {
+    std::vector<float> all(static_cast<size_t>(tokens * m.rows)), alone(static_cast<size_t>(tokens));
+    ops::matmul(m, x, tokens, all.data(), pool);
+    for (const int64_t r : rows) {
+      Matrix one;
+      one.name = m.name + ".row";
+      one.format = m.format;
+      one.rows = 1;
+      one.cols = m.cols;
+      one.data = m.data + r * static_cast<int64_t>(m.row_bytes());
+      ops::matmul(one, x, tokens, alone.data(), pool);
+      for (int64_t t = 0; t < tokens; ++t)
+        ASSERT_EQ(std::bit_cast<uint32_t>(alone[static_cast<size_t>(t)]),
+                  std::bit_cast<uint32_t>(all[static_cast<size_t>(t * m.rows + r)]))
+            << m.name << " row " << r << " token " << t << " of " << tokens;
+    }
+  }
+}
+
+struct Shape {
+  WeightFormat format;
+  int64_t rows, cols;
+};
+
+std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
+  std::string n = weight_format_name(info.param.format);
+  for (auto& ch : n)
+    if (ch == '-') ch = '_';
+  return n + "_" + std::to_string(info.param.rows) + "x" + std::to_string(info.param.cols);
+}
+
+class OpsGgmlMatmul : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(OpsGgmlMatmul, DecodeRowIsTheReferenceBitForBit) {
+  const Shape s = GetParam();
+  const auto bytes = random_blocks(s.format, s.rows, s.cols, 3u + static_cast<uint32_t>(s.cols));
+  expect_rows_exact(view(s.format, bytes, s.rows, s.cols), s.rows);
+}
+
+TEST_P(OpsGgmlMatmul, MatchesTheDequantizedRows) {
+  const Shape s = GetParam();
+  const auto bytes = random_blocks(s.format, s.rows, s.cols, 11u + static_cast<uint32_t>(s.cols));
+  const Matrix m = view(s.format, bytes, s.rows, s.cols);
+  ThreadPool pool(2);
+  for (const int64_t tokens : {int64_t{1}, int64_t{5}}) {
+    const std::vector<float> x = random_x(tokens * s.cols, 7);
+    std::vector<float> y(static_cast<size_t>(tokens * s.rows));
+    ops::matmul(m, x.data(), tokens, y.data(), pool);
+    expect_matches_reference(m, x.data(), tokens, y.data());
+  }
+}
+
+TEST_P(OpsGgmlMatmul, OneTokenEqualsItsRowInSeven) {
+  const Shape s = GetParam();
+  const auto bytes = random_blocks(s.format, s.rows, s.cols, 5u + static_cast<uint32_t>(s.rows));
+  const std::vector<float> x = random_x(7 * s.cols, 3);
+  ThreadPool pool(2);
+  expect_token_invariance(view(s.format, bytes, s.rows, s.cols), x.data(), pool);
+}
+
+TEST_P(OpsGgmlMatmul, RowsDoNotDependOnTheirNeighbours) {
+  const Shape s = GetParam();
+  const auto bytes = random_blocks(s.format, s.rows, s.cols, 9);
+  const std::vector<float> x = random_x(6 * s.cols, 4);
+  ThreadPool pool(1);
+  expect_rows_independent(view(s.format, bytes, s.rows, s.cols), x.data(), pool, {0, s.rows / 2, s.rows - 1});
+}
+
+// Widths: the 32-element formats run 4 blocks per superblock (Q8_0, Q4_0, Q5_0, MXFP4), so 96 and
+// 224 end mid-superblock and 704 (the tiny-toolcaller FFN, 22 blocks) too; 512 fills them. The K
+// formats take whole 256-element blocks: 256, 768, 1280. Rows: 37 (tasks of 16 and a short one,
+// tiles of 4 and a remainder), 3 (under one tile), 5.
+std::vector<Shape> shapes() {
+  std::vector<Shape> out;
+  for (WeightFormat f : kFormats) {
+    if (ggml_block_size(f).elements == 32) {
+      for (const Shape& s : {Shape{f, 37, 96}, Shape{f, 3, 224}, Shape{f, 37, 704}, Shape{f, 5, 512}}) out.push_back(s);
+    } else {
+      for (const Shape& s : {Shape{f, 37, 256}, Shape{f, 3, 768}, Shape{f, 37, 1280}}) out.push_back(s);
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, OpsGgmlMatmul, ::testing::ValuesIn(shapes()), shape_name);
+
+// Scale extremes: f16 subnormal and large scales, MXFP4 exponents 0, 1 (subnormal 2^-128, 2^-127)
+// and 254, 255; decode_row stays the reference's floats.
+TEST(OpsGgmlBlocks, DecodeRowAtScaleExtremes) {
+  for (WeightFormat f : kFormats) {
+    auto bytes = random_blocks(f, 4, 256, 21);
+    const GgmlBlock g = ggml_block_size(f);
+    const uint16_t halves[] = {0x0001, 0x03FF, 0x7BFF, 0x8001, 0x0000, 0xFBFF, 0x3C00, 0x0400};
+    const uint8_t exps[] = {0, 1, 2, 254, 255, 127, 128, 0};
+    for (size_t i = 0; i * g.bytes < bytes.size(); ++i) {
+      uint8_t* b = bytes.data() + i * g.bytes;
+      const uint16_t h = halves[i % 8];
+      switch (f) {
+        case WeightFormat::MXFP4_GGUF: b[0] = exps[i % 8]; break;
+        case WeightFormat::Q6_K: b[208] = static_cast<uint8_t>(h), b[209] = static_cast<uint8_t>(h >> 8); break;
+        case WeightFormat::Q4_K:
+        case WeightFormat::Q5_K: b[2] = static_cast<uint8_t>(h), b[3] = static_cast<uint8_t>(h >> 8); [[fallthrough]];
+        default: b[0] = static_cast<uint8_t>(h), b[1] = static_cast<uint8_t>(h >> 8); break;
+      }
+    }
+    expect_rows_exact(view(f, bytes, 4, 256), 4);
+  }
+}
+
+// ---- Real blocks: a minimal walk of a GGUF header (version 3: counts, key/values skipped except
+// general.alignment, tensor infos) to find each tensor's type and bytes.
+
+struct FileTensor {
+  std::string name;
+  uint32_t type;
+  std::vector<int64_t> dims;  // innermost first
+  uint64_t offset;
+};
+
+struct GgufBlob {
+  std::vector<uint8_t> bytes;
+  std::vector<FileTensor> tensors;
+  uint64_t data_start = 0;
+};
+
+bool read_gguf(const std::filesystem::path& path, GgufBlob& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out.bytes.assign(std::istreambuf_iterator<char>(in), {});
+  size_t pos = 0;
+  auto need = [&](size_t n) {
+    if (pos + n > out.bytes.size()) throw std::runtime_error("truncated gguf");
+  };
+  auto u32 = [&] { need(4); uint32_t v; std::memcpy(&v, out.bytes.data() + pos, 4); pos += 4; return v; };
+  auto u64 = [&] { need(8); uint64_t v; std::memcpy(&v, out.bytes.data() + pos, 8); pos += 8; return v; };
+  auto str = [&] { const uint64_t n = u64(); need(n); std::string s(reinterpret_cast<const char*>(out.bytes.data() + pos), n); pos += n; return s; };
+  const size_t scalar_size[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+  std::function<void(uint32_t)> skip = [&](uint32_t type) {
+    if (type == 8) {
+      str();
+    } else if (type == 9) {
+      const uint32_t et = u32();
+      const uint64_t n = u64();
+      for (uint64_t i = 0; i < n; ++i) skip(et);
+    } else {
+      need(scalar_size[type]);
+      pos += scalar_size[type];
+    }
+  };
+  if (u32() != 0x46554747u) return false;  // "GGUF"
+  u32();  // version
+  const uint64_t n_tensors = u64(), n_kv = u64();
+  uint64_t alignment = 32;
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    const std::string key = str();
+    const uint32_t type = u32();
+    if (key == "general.alignment" && type == 4) alignment = u32();
+    else skip(type);
+  }
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    FileTensor t;
+    t.name = str();
+    const uint32_t nd = u32();
+    for (uint32_t d = 0; d < nd; ++d) t.dims.push_back(static_cast<int64_t>(u64()));
+    t.type = u32();
+    t.offset = u64();
+    out.tensors.push_back(t);
+  }
+  out.data_start = (pos + alignment - 1) / alignment * alignment;
+  return true;
+}
+
+// ggml type ids -> keel formats.
+const std::map<uint32_t, WeightFormat> kGgmlTypes = {
+    {8, WeightFormat::Q8_0}, {2, WeightFormat::Q4_0}, {6, WeightFormat::Q5_0}, {12, WeightFormat::Q4_K},
+    {13, WeightFormat::Q5_K}, {14, WeightFormat::Q6_K}, {39, WeightFormat::MXFP4_GGUF}};
+
+TEST(OpsGgmlBlocks, RealFileBlocks) {
+  const std::filesystem::path dir = "/work/shared/models/gguf";
+  const char* files[] = {"tiny-toolcaller-Q4_K_M.gguf", "tiny-toolcaller-Q8_0.gguf", "tiny-toolcaller-Q4_0.gguf",
+                         "tiny-toolcaller-Q6_K.gguf", "tiny-gptoss-random-MXFP4.gguf"};
+  std::map<WeightFormat, int> seen;
+  ThreadPool pool(2);
+  for (const char* name : files) {
+    GgufBlob g;
+    if (!read_gguf(dir / name, g)) continue;
+    std::map<uint32_t, bool> done;
+    for (const FileTensor& t : g.tensors) {
+      const auto it = kGgmlTypes.find(t.type);
+      if (it == kGgmlTypes.end() || done[t.type] || t.dims.size() < 2) continue;
+      done[t.type] = true;
+      // The first matrix of this type: up to 40 rows (a 3-D expert tensor is rows of its first expert).
+      const int64_t cols = t.dims[0], rows = std::min<int64_t>(t.dims[1], 40);
+      Matrix m;
+      m.name = std::string(name) + ":" + t.name;
+      m.format = it->second;
+      m.rows = rows;
+      m.cols = cols;
+      m.data = g.bytes.data() + g.data_start + t.offset;
+      ASSERT_LE(g.data_start + t.offset + rows * m.row_bytes(), g.bytes.size()) << m.name;
+      expect_rows_exact(m, rows);
+      const std::vector<float> x = random_x(7 * cols, 17);
+      std::vector<float> y(static_cast<size_t>(7 * rows));
+      ops::matmul(m, x.data(), 7, y.data(), pool);
+      expect_matches_reference(m, x.data(), 7, y.data());
+      expect_token_invariance(m, x.data(), pool);
+      ++seen[m.format];
+    }
+  }
+  if (seen.empty()) GTEST_SKIP() << "no GGUF fixtures under " << dir;
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q5_0, WeightFormat::Q4_K,
+                         WeightFormat::Q6_K, WeightFormat::MXFP4_GGUF})
+    EXPECT_GT(seen[f], 0) << "no real " << weight_format_name(f) << " tensor found";
+}
+
+}  // namespace
