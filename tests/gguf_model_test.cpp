@@ -13,6 +13,7 @@
 #include "keel/engine/forward_loop.h"
 #include "keel/engine/standalone_sequence.h"
 #include "keel/model/gguf_writer.h"
+#include "keel/plan/planner.h"
 #include "keel/util/error.h"
 #include "test_support.h"
 
@@ -204,6 +205,28 @@ TEST(GgufModel, ShardsThatAreNotTheirPartAreRefused) {
   std::filesystem::copy_file(one, dir.path() / "m-00002-of-00002.gguf");
   const std::string e = error_of([&] { arch::load_model(dir.path() / "m-00001-of-00002.gguf"); });
   EXPECT_NE(e.find("key 'split.no': this file is not shard 1 of 2"), std::string::npos) << e;
+}
+
+TEST(GgufModel, PlanCountsTheFilesTensorsAndReadsItsTemplate) {
+  const auto path = shared("models/gguf/tiny-toolcaller-Q4_K_M.gguf");
+  plan::PlanRequest r;
+  r.model = path;
+  r.context = 4096;
+  const plan::Plan p = plan::plan_model(r);
+  uint64_t tensor_bytes = 0;
+  for (const auto& t : gguf::File(path).header().tensors) tensor_bytes += t.bytes;
+  EXPECT_EQ(p.weight_bytes, tensor_bytes);
+  EXPECT_EQ(p.architecture, "GGUF qwen2");
+  ASSERT_TRUE(p.gates.template_source.has_value());
+  EXPECT_TRUE(p.gates.tool_calls_usable());
+  EXPECT_EQ(p.layout.groups.size(), 1u);
+
+  r.model = shared("models/gguf/tiny-gptoss-random-MXFP4.gguf");
+  const plan::Plan moe = plan::plan_model(r);
+  ASSERT_TRUE(moe.active.active_bytes.has_value());
+  EXPECT_LT(*moe.active.active_bytes, *moe.weight_bytes);  // 2 of 8 experts per token
+  EXPECT_EQ(moe.active.moe_layers, 4);
+  EXPECT_FALSE(moe.gates.template_source.has_value());
 }
 
 }  // namespace

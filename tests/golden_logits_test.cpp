@@ -35,11 +35,6 @@ std::vector<std::filesystem::path> golden_files() {
 // an entry goes when its family lands, and its golden then has to pass.
 const std::vector<std::pair<std::string, std::string>> kNotYetLoadable = {
     {"tiny-qwen3next-random.logits.json", "model_type 'qwen3_next' is not supported"},
-    {"tiny-gptoss-random-MXFP4.gguf.logits.json", "not a model folder"},
-    {"tiny-toolcaller-Q4_0.gguf.logits.json", "not a model folder"},
-    {"tiny-toolcaller-Q4_K_M.gguf.logits.json", "not a model folder"},
-    {"tiny-toolcaller-Q6_K.gguf.logits.json", "not a model folder"},
-    {"tiny-toolcaller-Q8_0.gguf.logits.json", "not a model folder"},
 };
 
 const std::string* refusal_expected(const std::filesystem::path& golden) {

@@ -38,7 +38,7 @@ TEST(PlanCli, WeightsFlagPicksOneFormat) {
   EXPECT_EQ(r.output.find("mlx8-g32"), std::string::npos) << r.output;  // the one row asked for
   r = keel_plan(config("Qwen3-30B-A3B") + " --weights Q4_K_M");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("cannot load GGUF files yet"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("plan the .gguf file itself"), std::string::npos) << r.output;
 }
 
 TEST(PlanCli, JsonForGptOss) {

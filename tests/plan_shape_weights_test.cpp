@@ -370,7 +370,7 @@ TEST(PlanShapeWeights, WeightsFlagNames) {
     plan::parse_storage_format("Q4_K_M");
     ADD_FAILURE() << "GGUF accepted";
   } catch (const keel::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot load GGUF"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("plan the .gguf file itself"), std::string::npos) << e.what();
   }
   EXPECT_THROW(plan::parse_storage_format("mlx3"), keel::Error);
   EXPECT_THROW(plan::parse_storage_format("mlx4-g16"), keel::Error);
@@ -385,7 +385,7 @@ TEST(PlanShapeWeights, JsonCarriesFormatsAndParameters) {
   EXPECT_EQ(s["selected_format"], "mxfp4");
   EXPECT_EQ(s["formats"].size(), 8u);  // bf16, six MLX, mxfp4
   EXPECT_EQ(s["keel_serves"], true);
-  EXPECT_NE(s["gguf"].get<std::string>().find("cannot load GGUF"), std::string::npos);
+  EXPECT_NE(s["gguf"].get<std::string>().find("plan the .gguf file itself"), std::string::npos);
   EXPECT_EQ(j["weights"]["bytes"], s["formats"][7]["total_bytes"]);
   EXPECT_TRUE(j["weights"]["files_bytes"].is_null());
 }

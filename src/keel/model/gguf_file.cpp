@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <regex>
 #include <set>
@@ -398,7 +399,11 @@ std::vector<std::filesystem::path> shard_paths(const std::filesystem::path& path
 std::optional<std::filesystem::path> find_gguf_model(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(path)) {
+    // By content, not name: Ollama keeps its GGUFs as sha256-... blobs without an extension.
     if (path.extension() == ".gguf") return path;
+    std::ifstream f(path, std::ios::binary);
+    char magic[4] = {};
+    if (f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0) return path;
     return std::nullopt;
   }
   // One model per folder: a lone file, or the first shard of one split model.

@@ -27,7 +27,7 @@ ActiveWeights active_weights(const ModelSpec& spec, const WeightInventory& files
     const DecodeWeightBytes d = decode_weight_bytes(weight_use_from_tensors(spec, files.tensors));
     a.active_bytes = d.active;
     for (const RoutedExpertBytes& r : weight_use_from_tensors(spec, files.tensors).routed) a.routed_expert_bytes += r.bytes;
-    a.source = "split by tensor name from the safetensors headers";
+    a.source = "split by tensor name from the files' tensor headers";
     return a;
   }
   const FormatWeights* f = computed;

@@ -81,7 +81,7 @@ nlohmann::json shapes_json(const ShapeWeights& s) {
           {"configured_format", s.configured ? nlohmann::json(s.configured->name()) : nlohmann::json(nullptr)},
           {"selected_format", s.selected_format() ? nlohmann::json(s.selected_format()->format.name()) : nlohmann::json(nullptr)},
           {"formats", formats},
-          {"gguf", "not planned: keel cannot load GGUF files yet"},
+          {"gguf", "not computed from shapes: plan the .gguf file itself"},
           {"matches_files", or_null(s.matches_files)},
           {"files_check", s.files_check},
           {"bandwidth_bytes_per_s", s.bandwidth ? nlohmann::json(s.bandwidth->bytes_per_s) : nlohmann::json(nullptr)},

@@ -1,8 +1,10 @@
 #include "keel/plan/planner.h"
 
+#include "keel/arch/gguf_model.h"
 #include "keel/arch/model_loader.h"
 #include "keel/chat/template_files.h"
 #include "keel/model/config_view.h"
+#include "keel/model/gguf_file.h"
 #include "keel/plan/kv_bytes.h"
 #include "keel/plan/number_format.h"
 #include "keel/plan/plan_text.h"
@@ -15,10 +17,13 @@ namespace {
 struct ModelPaths {
   fs::path dir;
   fs::path config;
+  std::optional<fs::path> gguf;  // a GGUF model (its first shard) instead of config.json
 };
 
 ModelPaths resolve_paths(const fs::path& model) {
   std::error_code ec;
+  if (!fs::is_regular_file(model / "config.json", ec))
+    if (auto g = gguf::find_gguf_model(model)) return {model, *g, *g};
   if (fs::is_regular_file(model, ec)) return {model.parent_path().empty() ? fs::path(".") : model.parent_path(), model};
   if (fs::is_directory(model, ec)) {
     if (!fs::is_regular_file(model / "config.json", ec)) {
@@ -116,11 +121,17 @@ Recommendation recommend(const Plan& p) {
   return r;
 }
 
-AgentGates read_gates(const fs::path& dir, const std::optional<fs::path>& override_file) {
+AgentGates read_gates(const ModelPaths& paths, const std::optional<fs::path>& override_file) {
   AgentGates g;
-  std::optional<chat::ChatTemplateText> t = override_file
-                                               ? std::optional<chat::ChatTemplateText>(chat::read_chat_template_file(*override_file))
-                                               : chat::find_chat_template(dir);
+  std::optional<chat::ChatTemplateText> t;
+  if (override_file) {
+    t = chat::read_chat_template_file(*override_file);
+  } else if (paths.gguf) {
+    if (auto text = gguf::File(*paths.gguf).optional_string("tokenizer.chat_template"))
+      t = chat::ChatTemplateText{*text, "tokenizer.chat_template of " + paths.gguf->filename().string()};
+  } else {
+    t = chat::find_chat_template(paths.dir);
+  }
   if (!t) return g;
   g.template_source = t->origin;
   g.tool_calls = toolcall::detect_tool_call_format(t->text);
@@ -163,16 +174,24 @@ Plan plan_model(const PlanRequest& request) {
   const ModelPaths paths = resolve_paths(request.model);
   p.model_dir = paths.dir;
   p.config_path = paths.config;
-  const ConfigView config = ConfigView::load(paths.config);
-  p.architecture = first_architecture(config);
+  // A GGUF's metadata reads as the config.json it stands for (arch/gguf_model.h).
+  std::unique_ptr<gguf::File> gguf_file;
+  if (paths.gguf) gguf_file = std::make_unique<gguf::File>(*paths.gguf);
+  const ConfigView config = gguf_file ? arch::gguf_config(*gguf_file) : ConfigView::load(paths.config);
+  p.architecture = gguf_file ? "GGUF " + gguf_file->require_string("general.architecture", "names the architecture")
+                             : first_architecture(config);
   p.model_type = config.root().value("model_type", std::string("unknown"));
-  const ModelSpec spec = arch::describe_spec(config);
+  const ModelSpec spec = gguf_file ? arch::gguf_describe_spec(*gguf_file) : arch::describe_spec(config);
   p.layout = read_attention_layout(spec);
   p.scratch = estimate_scratch(spec, p.layout);
-  p.weights = inventory_weights(paths.dir, config);
+  p.weights = gguf_file ? inventory_gguf_weights(gguf::shard_paths(*paths.gguf)) : inventory_weights(paths.dir, config);
   std::optional<StorageFormat> requested_format;
   if (request.weights_format) requested_format = parse_storage_format(*request.weights_format);
   p.shapes = weights_from_shapes(spec, config, p.weights, requested_format, read_measured_bandwidth());
+  if (gguf_file) {  // the shapes' table is a comparison; the file's own bytes are its tensor infos
+    std::erase_if(p.shapes.notes, [](const std::string& n) { return n.find("torch_dtype") != std::string::npos; });
+    p.shapes.files_check = "not compared: a GGUF stores each tensor in its own type (tensor infos above)";
+  }
   if (requested_format && !p.shapes.unavailable.empty())
     throw Error("--weights " + *request.weights_format + ": cannot size this model from its shapes: " + p.shapes.unavailable);
   p.weights_format_requested = requested_format.has_value();
@@ -219,7 +238,7 @@ Plan plan_model(const PlanRequest& request) {
     }
   }
   p.recommendation = recommend(p);
-  p.gates = read_gates(paths.dir, request.chat_template);
+  p.gates = read_gates(paths, request.chat_template);
   p.warnings.insert(p.warnings.begin(), p.weights.warnings.begin(), p.weights.warnings.end());
   if (p.shapes.matches_files == false) {
     p.warnings.push_back("the weights computed from config.json's shapes are not the files': " + p.shapes.files_check);

@@ -176,7 +176,7 @@ ShapeWeights weights_from_shapes(const ModelSpec& spec, const ConfigView& config
   w.tensor_source = list->source;
   w.notes.insert(w.notes.end(), list->notes.begin(), list->notes.end());
   note_towers(config, w);
-  w.notes.push_back("GGUF (Q8_0, Q4_0, Q4_K_M): not planned, keel cannot load GGUF files yet");
+  w.notes.push_back("GGUF (Q8_0, Q4_K_M, ...): not computed from shapes; keel plan FILE.gguf counts the file's tensors");
   try {
     arch::runnable_spec(config);
   } catch (const Error& e) {

@@ -8,8 +8,13 @@ namespace {
 
 bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
-// The N of the first "layers.N." in the name; -1 when there is none.
+// The N of the first "layers.N." (GGUF: a leading "blk.N.") in the name; -1 when there is none.
 int64_t layer_number(const std::string& name) {
+  if (name.rfind("blk.", 0) == 0) {
+    size_t j = 4;
+    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
+    if (j > 4 && j < name.size() && name[j] == '.') return std::stoll(name.substr(4, j - 4));
+  }
   for (size_t at = name.find("layers."); at != std::string::npos; at = name.find("layers.", at + 1)) {
     if (at > 0 && name[at - 1] != '.') continue;  // "...extra_layers." is not the decoder's list
     size_t i = at + 7, j = i;
@@ -25,9 +30,10 @@ TensorRole tensor_role(const std::string& name, int64_t& layer) {
   layer = -1;
   // Other modalities first: a vision tower has layers, norms and embeddings of its own.
   if (has(name, "vision") || has(name, "audio") || has(name, "multi_modal_projector")) return TensorRole::NotDecoded;
-  if (has(name, "embed_tokens.")) return TensorRole::Embedding;
-  if (name.rfind("lm_head.", 0) == 0 || has(name, ".lm_head.")) return TensorRole::OutputHead;
-  if (has(name, ".experts.") || has(name, ".switch_mlp.")) {
+  if (has(name, "embed_tokens.") || name.rfind("token_embd.", 0) == 0) return TensorRole::Embedding;
+  if (name.rfind("lm_head.", 0) == 0 || has(name, ".lm_head.") || name.rfind("output.", 0) == 0) return TensorRole::OutputHead;
+  // GGUF stacks a layer's routed experts as blk.N.ffn_{gate,up,down}_exps (shared: _shexp).
+  if (has(name, ".experts.") || has(name, ".switch_mlp.") || has(name, "_exps.")) {
     layer = layer_number(name);
     if (layer >= 0) return TensorRole::RoutedExpert;
   }

@@ -14,8 +14,9 @@ namespace keel::plan {
 enum class TensorRole { EveryToken, Embedding, OutputHead, RoutedExpert, NotDecoded };
 
 // `layer` is set to the decoder layer a RoutedExpert tensor belongs to. Routed experts are the
-// tensors under `.experts.` (per-expert or gpt-oss's fused ones) or MLX's `.switch_mlp.`; shared
-// experts (`shared_expert.`, `shared_experts.`) are read by every token.
+// tensors under `.experts.` (per-expert or gpt-oss's fused ones), MLX's `.switch_mlp.` or GGUF's
+// `blk.N.ffn_*_exps`; shared experts (`shared_expert.`, `shared_experts.`, `_shexp`) are read by
+// every token. GGUF's token_embd and output are the embedding and head.
 TensorRole tensor_role(const std::string& name, int64_t& layer);
 
 // `tensors`: (name, bytes) of every counted tensor. Routed-expert tensors of a layer the spec

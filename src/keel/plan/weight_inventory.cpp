@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "keel/model/gguf_file.h"
 #include "keel/model/safetensors.h"
 #include "keel/plan/folder_files.h"
 #include "keel/plan/number_format.h"
@@ -146,6 +147,32 @@ WeightInventory inventory_weights(const fs::path& dir, const ConfigView& config)
   inv.bytes_by_dtype.assign(by_dtype.begin(), by_dtype.end());
   std::sort(inv.bytes_by_dtype.begin(), inv.bytes_by_dtype.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
+  return inv;
+}
+
+WeightInventory inventory_gguf_weights(const std::vector<fs::path>& shards) {
+  WeightInventory inv;
+  std::map<std::string, uint64_t> by_type;
+  uint64_t total = 0;
+  for (const fs::path& shard : shards) {
+    const gguf::File f(shard);
+    for (const gguf::Tensor& t : f.header().tensors) {
+      by_type[std::string(t.type->name)] += t.bytes;
+      inv.tensors.emplace_back(t.name, t.bytes);
+      inv.tensor_names.push_back(t.name);
+      total += t.bytes;
+    }
+    inv.counted_files.push_back(shard);
+  }
+  inv.bytes = total;
+  inv.bytes_source = shards.size() == 1 ? "the GGUF's tensor infos"
+                                        : "the tensor infos of " + std::to_string(shards.size()) + " GGUF shards";
+  inv.bytes_by_dtype.assign(by_type.begin(), by_type.end());
+  std::sort(inv.bytes_by_dtype.begin(), inv.bytes_by_dtype.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  inv.format = "GGUF " + (inv.bytes_by_dtype.empty() ? std::string("(no tensors)") : inv.bytes_by_dtype.front().first +
+                                                                                        " and others by tensor");
+  if (inv.bytes_by_dtype.size() == 1) inv.format = "GGUF " + inv.bytes_by_dtype.front().first;
   return inv;
 }
 

@@ -35,4 +35,8 @@ struct WeightInventory {
 // naming the file.
 WeightInventory inventory_weights(const std::filesystem::path& dir, const ConfigView& config);
 
+// A GGUF model's shards (gguf::shard_paths): the bytes of every tensor info, by ggml type. Throws
+// keel::Error for an unreadable or damaged file, naming it.
+WeightInventory inventory_gguf_weights(const std::vector<std::filesystem::path>& shards);
+
 }  // namespace keel::plan

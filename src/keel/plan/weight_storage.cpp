@@ -70,7 +70,8 @@ StorageFormat parse_storage_format(const std::string& text) {
   }
   if (text.rfind("gguf", 0) == 0 || text.rfind("q4_", 0) == 0 || text.rfind("q8_", 0) == 0 ||
       text.rfind("Q4_", 0) == 0 || text.rfind("Q8_", 0) == 0)
-    throw Error("--weights " + text + ": GGUF formats are not planned, keel cannot load GGUF files yet");
+    throw Error("--weights " + text + ": GGUF formats are not computed from shapes; plan the .gguf file itself "
+                "(keel plan FILE.gguf reads its tensor infos)");
   throw Error("--weights " + text +
               ": unknown weight format (bf16, f16, f32, mlx4, mlx8, mlx4-g32, mlx4-g64, mlx4-g128, mlx8-g32, "
               "mlx8-g64, mlx8-g128, mxfp4)");

@@ -12,7 +12,8 @@
 //   MXFP4: the matrices the loader reads as MXFP4 (gpt-oss experts) as 16 bytes of e2m1 codes
 //     plus one e8m0 scale byte per 32 weights; everything else bf16.
 //
-// GGUF is not modelled: keel cannot load GGUF files yet.
+// GGUF's block formats are not computed from shapes: `keel plan FILE.gguf` counts the file's own
+// tensor infos, which say each tensor's type (a Q4_K_M file mixes five).
 //
 // Plain data and pure functions: safe from any thread.
 #include <cstdint>
