@@ -124,6 +124,51 @@ TEST(EvalFidelity, BrokenArmShowsMoreFlipsAndLargerKlThanFullAndInt8) {
   EXPECT_LT(r.arms[1].kv_bytes_per_token, r.arms[0].kv_bytes_per_token);
 }
 
+TEST(EvalFidelity, DistanceBucketsCountBackFromTheEnd) {
+  EXPECT_EQ(distance_bucket(0), 0u);
+  EXPECT_EQ(distance_bucket(255), 0u);
+  EXPECT_EQ(distance_bucket(256), 1u);
+  EXPECT_EQ(distance_bucket(1023), 1u);
+  EXPECT_EQ(distance_bucket(4096), 3u);
+  EXPECT_EQ(distance_bucket(16383), 3u);
+  EXPECT_EQ(distance_bucket(16384), 4u);
+  EXPECT_EQ(distance_bucket(1 << 30), kDistanceBucketCount - 1);
+  EXPECT_EQ(distance_bucket_name(0), "0-255");
+  EXPECT_EQ(distance_bucket_name(1), "256-1023");
+  EXPECT_EQ(distance_bucket_name(kDistanceBucketCount - 1), "16384+");
+
+  // A conversation with a long tool result (about 1,300 tokens): positions land in the first two
+  // buckets, every position in exactly one, tool calls by distance add up to the tool_call role.
+  std::vector<Transcript> t = short_transcripts();
+  std::string listing;
+  for (int i = 0; i < 60; ++i) listing += "-rw-r--r-- 1 dev dev " + std::to_string(1000 + 37 * i) + " notes_" + std::to_string(i) + ".txt\n";
+  t[0].messages[3]["content"] = listing;
+  ServedModel& m = model("tiny-toolcaller");
+  FidelityOptions o;
+  o.chunk = 256;
+  const FidelityResult r = run_fidelity(m, m, t, parse_policy_list("full,default=int2"), o);
+  ASSERT_EQ(r.prompt_lengths.size(), 1u);
+  const int64_t n = r.prompt_lengths[0];
+  ASSERT_GT(n, 1100);
+  ASSERT_LT(n, 4000);
+  for (const ArmFidelity& a : r.arms) {
+    int64_t positions = 0, flips = 0, calls = 0;
+    for (size_t b = 0; b < kDistanceBucketCount; ++b) {
+      positions += a.by_distance[b].positions();
+      flips += a.by_distance[b].flips();
+      calls += a.tool_call_by_distance[b].positions();
+    }
+    EXPECT_EQ(positions, a.overall.positions());
+    EXPECT_EQ(flips, a.overall.flips());
+    EXPECT_EQ(calls, a.by_group[static_cast<size_t>(RoleGroup::tool_call)].positions());
+    EXPECT_EQ(a.by_distance[0].positions(), 256);  // the predicted tokens 0..255 before the last
+    EXPECT_EQ(a.by_distance[1].positions(), std::min<int64_t>(768, n - 1 - 256));
+    EXPECT_GT(a.tool_call_by_distance[0].positions(), 0);  // the closing call is near the end
+    EXPECT_GT(calls, a.tool_call_by_distance[0].positions());  // the first one, before the listing
+  }
+  EXPECT_GT(r.arms[1].overall.flips(), 0);
+}
+
 TEST(EvalFidelity, ChunkSizeDoesNotChangeTheResult) {
   ServedModel& m = model("tiny-toolcaller");
   const auto arms = parse_policy_list("int4");

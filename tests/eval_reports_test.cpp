@@ -97,6 +97,9 @@ FidelityResult fidelity_result() {
     f.overall.add({0.25, false});
     f.overall.add({0.0, true});
     f.by_group[static_cast<size_t>(RoleGroup::tool_call)].add({0.25, false});
+    f.by_distance[0].add({0.25, false});
+    f.by_distance[0].add({0.0, true});
+    f.tool_call_by_distance[0].add({0.25, false});
     r.arms.push_back(f);
   }
   return r;
@@ -117,9 +120,19 @@ TEST(EvalReports, FidelityReportsAreWellFormed) {
   const std::string md = fidelity_markdown(h, r);
   EXPECT_TRUE(even_tables(md));
   EXPECT_NE(md.find("| tool_call | 1 |"), std::string::npos);
+  EXPECT_NE(md.find("## By distance of the predicted token"), std::string::npos);
+  EXPECT_EQ(j["arms"][1]["by_distance_from_end"]["0-255"]["positions"], 2);
+  EXPECT_EQ(j["arms"][1]["tool_call_by_distance_from_end"]["0-255"]["flips"], 1);
   const std::string svg = fidelity_svg(h, r);
   EXPECT_TRUE(well_formed_xml(svg));
   EXPECT_NE(svg.find("a&lt;b &amp; &quot;c&quot;"), std::string::npos);
+  // Bytes/token against flips: one point per arm for all positions and one for tool calls.
+  size_t circles = 0;
+  for (size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1)) ++circles;
+  EXPECT_EQ(circles, 2 * r.arms.size() + 2);  // + the two legend markers
+  EXPECT_NE(svg.find("tool_call positions"), std::string::npos);
+  EXPECT_NE(svg.find("KV bytes/token"), std::string::npos);
+  EXPECT_TRUE(well_formed_xml(render_scatter_svg(ScatterChart{"t", "x", "y", {}})));
 }
 
 TEST(EvalReports, TaskReportsAreWellFormed) {

@@ -37,6 +37,17 @@ PreparedPrompt prepare(const ServedModel& model, const Transcript& t) {
 
 }  // namespace
 
+size_t distance_bucket(int64_t tokens_before_end) {
+  size_t b = 0;
+  while (b + 1 < kDistanceBucketCount && tokens_before_end >= kDistanceBucketStarts[b + 1]) ++b;
+  return b;
+}
+
+std::string distance_bucket_name(size_t bucket) {
+  if (bucket + 1 >= kDistanceBucketCount) return std::to_string(kDistanceBucketStarts.back()) + "+";
+  return std::to_string(kDistanceBucketStarts[bucket]) + "-" + std::to_string(kDistanceBucketStarts[bucket + 1] - 1);
+}
+
 int64_t fidelity_steps(const ServedModel& model, const std::vector<Transcript>& transcripts, int64_t chunk) {
   int64_t steps = 0;
   for (const Transcript& t : transcripts) {
@@ -56,7 +67,7 @@ FidelityResult run_fidelity(ServedModel& reference, ServedModel& model, const st
   const int64_t vocab = spec.vocab_size;
 
   FidelityResult result;
-  for (const PolicyArm& a : arms) result.arms.push_back(ArmFidelity{a, 0, {}, {}});
+  for (const PolicyArm& a : arms) result.arms.push_back(ArmFidelity{a, 0, {}, {}, {}, {}});
   std::vector<double> kv_bytes(arms.size(), 0);
   int64_t total_tokens = 0;
 
@@ -91,12 +102,15 @@ FidelityResult run_fidelity(ServedModel& reference, ServedModel& model, const st
       // Row r predicts the token at position at + r + 1; the last position predicts nothing known.
       for (int64_t r = 0; r < len && at + r + 1 < n; ++r) {
         const RoleGroup group = role_group(prompt.roles[static_cast<size_t>(at + r + 1)]);
+        const size_t bucket = distance_bucket(n - 1 - (at + r + 1));
         const std::span<const float> ref_row(ref_lane.logits.data() + r * vocab, static_cast<size_t>(vocab));
         for (size_t a = 0; a < lanes.size(); ++a) {
           const std::span<const float> arm_row(lanes[a]->logits.data() + r * vocab, static_cast<size_t>(vocab));
           const PositionDivergence d = compare_logits(ref_row, arm_row);
           result.arms[a].overall.add(d);
           result.arms[a].by_group[static_cast<size_t>(group)].add(d);
+          result.arms[a].by_distance[bucket].add(d);
+          if (group == RoleGroup::tool_call) result.arms[a].tool_call_by_distance[bucket].add(d);
         }
       }
       if (options.on_step) options.on_step(t.name);

@@ -25,11 +25,24 @@ struct FidelityOptions {
   std::function<void(const std::string&)> on_step;  // after each chunk of each transcript
 };
 
+// Where a predicted token sits, counted back from its transcript's last token: the history far
+// back is what a quantizing policy stores below bf16 (everything past its recent window), so
+// these buckets show whether errors come with distance. Bucket i holds distances
+// [kDistanceBucketStarts[i], kDistanceBucketStarts[i + 1]).
+inline constexpr std::array<int64_t, 5> kDistanceBucketStarts = {0, 256, 1024, 4096, 16384};
+constexpr size_t kDistanceBucketCount = kDistanceBucketStarts.size();
+size_t distance_bucket(int64_t tokens_before_end);
+std::string distance_bucket_name(size_t bucket);  // "0-255", "256-1023", ..., "16384+"
+
 struct ArmFidelity {
   PolicyArm arm;
   double kv_bytes_per_token = 0;  // pool bytes per token over the transcripts' real roles
   DivergenceStats overall;
   std::array<DivergenceStats, kRoleGroupCount> by_group;
+  std::array<DivergenceStats, kDistanceBucketCount> by_distance = {};
+  // tool_call positions only, by distance (the calls late in a long session read the most
+  // quantized history).
+  std::array<DivergenceStats, kDistanceBucketCount> tool_call_by_distance = {};
 };
 
 struct FidelityResult {

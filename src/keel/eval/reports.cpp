@@ -31,11 +31,18 @@ json fidelity_json(const ReportHeader& header, const FidelityResult& result) {
   for (const ArmFidelity& a : result.arms) {
     json groups = json::object();
     for (RoleGroup g : kAllRoleGroups) groups[std::string(role_group_name(g))] = a.by_group[static_cast<size_t>(g)].to_json();
+    json distance = json::object(), calls = json::object();
+    for (size_t b = 0; b < kDistanceBucketCount; ++b) {
+      distance[distance_bucket_name(b)] = a.by_distance[b].to_json();
+      calls[distance_bucket_name(b)] = a.tool_call_by_distance[b].to_json();
+    }
     arms.push_back({{"label", a.arm.label},
                     {"spec", a.arm.policy.describe()},
                     {"kv_bytes_per_token", a.kv_bytes_per_token},
                     {"overall", a.overall.to_json()},
-                    {"by_role", groups}});
+                    {"by_role", groups},
+                    {"by_distance_from_end", distance},
+                    {"tool_call_by_distance_from_end", calls}});
   }
   return {{"header", header_json(header)}, {"prompt_lengths", result.prompt_lengths}, {"arms", arms}};
 }
@@ -63,17 +70,35 @@ std::string fidelity_markdown(const ReportHeader& header, const FidelityResult& 
       o << "| " << cell(a.arm.label) << " | " << role_group_name(g) << " | " << s.positions() << " | " << kl(s.mean_kl())
         << " | " << kl(s.p99_kl()) << " | " << kl(s.max_kl()) << " | " << fmt("%.1f", s.flips_per_10k()) << " |\n";
     }
+  o << "\n## By distance of the predicted token from the transcript's end\n\n";
+  o << "Tokens before the last one; a quantizing policy stores everything past its recent window below bf16.\n\n";
+  o << "| arm | tokens from the end | positions | mean KL | p99 KL | max KL | flips / 10k | tool_call positions | "
+       "tool_call flips / 10k |\n";
+  o << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const ArmFidelity& a : result.arms)
+    for (size_t b = 0; b < kDistanceBucketCount; ++b) {
+      const DivergenceStats& s = a.by_distance[b];
+      const DivergenceStats& c = a.tool_call_by_distance[b];
+      if (s.positions() == 0) continue;
+      o << "| " << cell(a.arm.label) << " | " << distance_bucket_name(b) << " | " << s.positions() << " | "
+        << kl(s.mean_kl()) << " | " << kl(s.p99_kl()) << " | " << kl(s.max_kl()) << " | "
+        << fmt("%.1f", s.flips_per_10k()) << " | " << c.positions() << " | " << fmt("%.1f", c.flips_per_10k()) << " |\n";
+    }
   return o.str();
 }
 
 std::string fidelity_svg(const ReportHeader& header, const FidelityResult& result) {
-  BarChart chart;
+  ScatterChart chart;
   chart.title = "keel eval fidelity: " + model_name(header.model) + " (" + header.weight_format + ")";
-  chart.left_label = "top-1 agreement %";
-  chart.right_label = "KV bytes/token";
-  for (const ArmFidelity& a : result.arms)
-    chart.groups.push_back({a.arm.label, 100 * a.overall.top1_agreement(), a.kv_bytes_per_token});
-  return render_svg(chart);
+  chart.x_label = "KV bytes/token";
+  chart.y_label = "flips / 10k positions";
+  chart.series = {{"all positions", {}}, {"tool_call positions", {}}};
+  for (const ArmFidelity& a : result.arms) {
+    chart.series[0].points.push_back({a.arm.label, a.kv_bytes_per_token, a.overall.flips_per_10k()});
+    const DivergenceStats& calls = a.by_group[static_cast<size_t>(RoleGroup::tool_call)];
+    if (calls.positions() > 0) chart.series[1].points.push_back({a.arm.label, a.kv_bytes_per_token, calls.flips_per_10k()});
+  }
+  return render_scatter_svg(chart);
 }
 
 std::string task_arm_name(const TaskArmResult& arm) {
