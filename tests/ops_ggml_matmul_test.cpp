@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "keel/ops/ggml_bf16_x86.h"
+#include "keel/ops/ggml_blocks.h"
 #include "keel/ops/matmul.h"
 #include "keel/util/half.h"
 
@@ -277,6 +278,44 @@ TEST_P(OpsGgmlMatmul, RowsDoNotDependOnTheirNeighbours) {
   const std::vector<float> x = random_x(6 * s.cols, 4);
   ThreadPool pool(1);
   expect_rows_independent(view(s.format, bytes, s.rows, s.cols), x.data(), pool, {0, s.rows / 2, s.rows - 1});
+}
+
+// The portable path (what matmul runs without AVX512_BF16), called directly: f32 products of the
+// exact rows, so against exact x to accumulation error; one token gives its row's bits among seven,
+// and rows cut into tasks of 16 give the bits of one call over all of them.
+TEST_P(OpsGgmlMatmul, PortablePathIsExactAndInvariant) {
+  const Shape s = GetParam();
+  const auto bytes = random_blocks(s.format, s.rows, s.cols, 13u + static_cast<uint32_t>(s.cols));
+  const Matrix m = view(s.format, bytes, s.rows, s.cols);
+  const ops::GgmlRows g = ops::ggml_rows(m);
+  const int64_t tokens = 7;
+  const std::vector<float> x = random_x(tokens * s.cols, 8);
+  std::vector<float> all(static_cast<size_t>(tokens * s.rows)), tasks(all.size()), one(static_cast<size_t>(s.rows));
+  ops::gemm_ggml_f32(g, x.data(), tokens, 0, s.rows, all.data(), s.rows);
+  for (int64_t r0 = 0; r0 < s.rows; r0 += 16)
+    ops::gemm_ggml_f32(g, x.data(), tokens, r0, std::min(s.rows, r0 + 16), tasks.data() + r0, s.rows);
+  for (size_t i = 0; i < all.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(all[i]), std::bit_cast<uint32_t>(tasks[i])) << m.name << " " << i;
+  for (int64_t t = 0; t < tokens; ++t) {
+    ops::gemm_ggml_f32(g, x.data() + t * s.cols, 1, 0, s.rows, one.data(), 0);
+    for (int64_t r = 0; r < s.rows; ++r)
+      ASSERT_EQ(std::bit_cast<uint32_t>(one[static_cast<size_t>(r)]),
+                std::bit_cast<uint32_t>(all[static_cast<size_t>(t * s.rows + r)]))
+          << m.name << " token " << t << " row " << r;
+  }
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const uint8_t* row = m.data + r * static_cast<int64_t>(m.row_bytes());
+    for (int64_t t = 0; t < tokens; ++t) {
+      double exact = 0, magnitude = 0;
+      for (int64_t c = 0; c < s.cols; ++c) {
+        const double w = reference(s.format, row, c).value, xv = x[static_cast<size_t>(t * s.cols + c)];
+        exact += w * xv;
+        magnitude += std::abs(w * xv);
+      }
+      EXPECT_LE(std::abs(all[static_cast<size_t>(t * s.rows + r)] - exact), 2e-5 * magnitude + 1e-6)
+          << m.name << " row " << r << " token " << t;
+    }
+  }
 }
 
 // Widths: the 32-element formats run 4 blocks per superblock (Q8_0, Q4_0, Q5_0, MXFP4), so 96 and

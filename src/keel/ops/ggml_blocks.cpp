@@ -1,8 +1,11 @@
 #include "keel/ops/ggml_blocks.h"
 
 #include <bit>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "keel/ops/simd_kernels.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
 
@@ -110,6 +113,27 @@ void decode_ggml_blocks(WeightFormat f, const uint8_t* blocks, int64_t cols, flo
       case WeightFormat::Q6_K: q6_k(b, y); break;
       case WeightFormat::MXFP4_GGUF: mxfp4(b, y); break;
       default: break;
+    }
+  }
+}
+
+void gemm_ggml_f32(const GgmlRows& w, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                   int64_t y_stride) {
+  thread_local std::vector<float> rows;
+  rows.resize(static_cast<size_t>((r1 - r0) * w.cols));
+  for (int64_t r = r0; r < r1; ++r)
+    decode_ggml_blocks(w.format, w.data + r * w.row_bytes, w.cols, rows.data() + (r - r0) * w.cols);
+  if (n_tokens == 1) {
+    gemv_f32(rows.data(), w.cols, x, 0, r1 - r0, y);
+    return;
+  }
+  // Token blocks outermost: four tokens' activations stay in L1 while the rows pass by.
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += 4) {
+    const int64_t nt = std::min<int64_t>(4, n_tokens - t0);
+    for (int64_t r = r0; r < r1; r += 4) {
+      const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
+      gemm_rows_f32(rows.data() + (r - r0) * w.cols, nr, x + t0 * w.cols, nt, w.cols, y + t0 * y_stride + (r - r0),
+                    y_stride);
     }
   }
 }

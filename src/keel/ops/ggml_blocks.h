@@ -35,6 +35,13 @@ inline GgmlRows ggml_rows(const Matrix& w) {
 // out[0 .. cols) = the values of the `cols / block elements` blocks at `blocks` (one row).
 void decode_ggml_blocks(WeightFormat f, const uint8_t* blocks, int64_t cols, float* out);
 
+// The portable product: y[t * y_stride + (r - r0)] = dot(row r, x[t]) for r in [r0, r1) (a matmul
+// task's rows; the scratch holds them all), t < n_tokens, x f32 ([n_tokens][cols]). The rows are widened to their
+// exact f32 values in per-thread scratch and multiplied in f32 (gemv_f32 for one token,
+// gemm_rows_f32 for several, which sum alike), so one token gives the bits of its row among many.
+void gemm_ggml_f32(const GgmlRows& w, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                   int64_t y_stride);
+
 // Sub-block j (0..7) of a Q4_K/Q5_K block: its 6-bit scale and 6-bit min from scales[12]
 // (ggml's get_scale_min_k4).
 inline void ggml_k4_scale_min(int j, const uint8_t* s, int& sc, int& m) {

@@ -34,23 +34,14 @@ void gemv_range(const Matrix& w, const float* x, int64_t r0, int64_t r1, float* 
     case WeightFormat::MLX4:
     case WeightFormat::MLX8: gemm_mlx(mlx_rows(w), x, 1, r0, r1, y, 0); break;
     case WeightFormat::MXFP4: gemv_mxfp4(mxfp4_rows(w), x, r0, r1, y); break;
-    // ggml blocks, portable path: each row widened to its exact f32 values, then the f32 product
-    // (gemv_f32 sums as gemm_rows_f32 does, so one token matches its row among many).
+    // ggml blocks, portable path: rows widened to their exact f32 values (ggml_blocks.h).
     case WeightFormat::Q8_0:
     case WeightFormat::Q4_0:
     case WeightFormat::Q5_0:
     case WeightFormat::Q4_K:
     case WeightFormat::Q5_K:
     case WeightFormat::Q6_K:
-    case WeightFormat::MXFP4_GGUF: {
-      thread_local std::vector<float> row;
-      row.resize(static_cast<size_t>(w.cols));
-      for (int64_t r = r0; r < r1; ++r) {
-        decode_ggml_blocks(w.format, w.data + static_cast<size_t>(r) * w.row_bytes(), w.cols, row.data());
-        gemv_f32(row.data(), w.cols, x, 0, 1, y + (r - r0));
-      }
-      break;
-    }
+    case WeightFormat::MXFP4_GGUF: gemm_ggml_f32(ggml_rows(w), x, 1, r0, r1, y, 0); break;
     default: throw Error(w.name + ": no kernel for weight format " + weight_format_name(w.format));
   }
 }
@@ -197,6 +188,15 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
     pool.parallel_for(tasks, [&](size_t task, int) {
       auto [r0, r1] = rows_of(task);
       gemv_range(w, x, r0, r1, y + r0);
+    });
+    return;
+  }
+
+  // ggml blocks elsewhere: the task's rows widened to f32 once, reused for every token.
+  if (is_ggml_block_format(w.format)) {
+    pool.parallel_for(tasks, [&](size_t task, int) {
+      auto [r0, r1] = rows_of(task);
+      gemm_ggml_f32(ggml_rows(w), x, n_tokens, r0, r1, y + r0, w.rows);
     });
     return;
   }
