@@ -1,7 +1,8 @@
 // ops::matmul per weight format at Qwen2.5-0.5B's FFN shapes (rows x cols = outputs x inputs:
 // 4864 x 896 gate/up, 896 x 4864 down): decode (1 token) as GB/s of weight bytes read, from memory
 // (a ring of copies larger than the caches, each call the next one), and prefill (512 tokens) as
-// GFLOP/s (2 * rows * cols * tokens), at 1 and 2 threads. Formats: bf16, MLX 4/8-bit (group 64, as
+// GFLOP/s (2 * rows * cols * tokens), at 1 and 2 threads. Decode also runs from cache (mem:0), the
+// kernel's own cost. Formats: bf16, MLX 4/8-bit (group 64, as
 // mlx-lm writes them) and the ggml block formats (random blocks with finite scales; K formats need
 // cols % 256 == 0, so only the 896 x 4864 shape). Run with --benchmark_min_time=0.2s or so.
 #include <benchmark/benchmark.h>
@@ -77,11 +78,13 @@ constexpr WeightFormat kFormats[] = {WeightFormat::BF16, WeightFormat::MLX8, Wei
                                      WeightFormat::Q5_0, WeightFormat::Q4_K, WeightFormat::Q4_0,
                                      WeightFormat::MXFP4_GGUF};
 
-// args: format index, rows, cols, tokens, threads
+// args: format index, rows, cols, tokens, threads, whether a decode streams from memory (0: the
+// same matrix every call, from cache: what the kernel's instructions cost).
 void BM_Matmul(benchmark::State& state) {
   const WeightFormat f = kFormats[state.range(0)];
   const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(3);
   const int threads = static_cast<int>(state.range(4));
+  const bool from_memory = state.range(5) != 0;
   if (ggml_block_size(f).elements > 1 && cols % ggml_block_size(f).elements) {
     state.SkipWithError("cols not a multiple of the block");
     return;
@@ -89,7 +92,7 @@ void BM_Matmul(benchmark::State& state) {
   state.SetLabel(weight_format_name(f));
   // Decode streams from memory: enough copies to pass 256 MB. Prefill reuses one matrix.
   const size_t one = make(f, 1, cols, 0).m.stored_bytes() * static_cast<size_t>(rows);
-  const size_t copies = tokens == 1 ? std::max<size_t>(2, (256u << 20) / one + 1) : 1;
+  const size_t copies = tokens == 1 && from_memory ? std::max<size_t>(2, (256u << 20) / one + 1) : 1;
   std::vector<Weights> ring;
   for (size_t i = 0; i < copies; ++i) ring.push_back(make(f, rows, cols, static_cast<uint32_t>(i + 1)));
   std::vector<float> x(static_cast<size_t>(tokens * cols)), y(static_cast<size_t>(tokens * rows));
@@ -113,9 +116,11 @@ void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t threads : {1, 2})
     for (int64_t tokens : {1, 512})
       for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4864, 896}, {896, 4864}})
-        for (int64_t f = 0; f < static_cast<int64_t>(std::size(kFormats)); ++f) b->Args({f, rows, cols, tokens, threads});
+        for (int64_t memory : {1, 0})
+          for (int64_t f = 0; f < static_cast<int64_t>(std::size(kFormats)); ++f)
+            if (tokens == 1 || memory == 0) b->Args({f, rows, cols, tokens, threads, memory});
 }
 
-BENCHMARK(BM_Matmul)->Apply(shapes)->ArgNames({"fmt", "rows", "cols", "tokens", "threads"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Matmul)->Apply(shapes)->ArgNames({"fmt", "rows", "cols", "tokens", "threads", "mem"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
