@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ggml_vocab_support.h"
 #include "keel/text/tokenizer.h"
 #include "test_support.h"
 
@@ -59,30 +60,9 @@ void check_cases(const Tokenizer& tok, const std::vector<VectorCase>& cases, con
   EXPECT_EQ(round_trip_failures, 0) << name;
 }
 
-// .inp holds texts separated by "\n__ggml_vocab_test__\n" (one after the last text too); .out has
-// one line of ids per text.
 std::vector<VectorCase> read_ggml_vectors(const fs::path& stem) {
-  std::string inp = keel::test::read_text(stem.string() + ".inp");
-  std::string out = keel::test::read_text(stem.string() + ".out");
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> texts;
-  for (size_t pos = 0; pos < inp.size();) {
-    size_t end = inp.find(separator, pos);
-    if (end == std::string::npos) end = inp.size();
-    texts.push_back(inp.substr(pos, end - pos));
-    pos = end + separator.size();
-  }
   std::vector<VectorCase> cases;
-  std::istringstream lines(out);
-  std::string line;
-  for (const auto& text : texts) {
-    if (!std::getline(lines, line)) break;
-    VectorCase c{text, {}};
-    std::istringstream ids(line);
-    for (int32_t id; ids >> id;) c.ids.push_back(id);
-    cases.push_back(std::move(c));
-  }
-  EXPECT_EQ(cases.size(), texts.size()) << stem << ": .out has fewer lines than .inp has texts";
+  for (auto& v : keel::test::read_ggml_vectors(stem)) cases.push_back({std::move(v.text), std::move(v.ids)});
   return cases;
 }
 

@@ -113,6 +113,14 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
   }
 }
 
+Tokenizer Tokenizer::from_json(const nlohmann::json& root, const std::string& label) {
+  try {
+    return Tokenizer(build(root, label));
+  } catch (const jf::Json::exception& e) {
+    throw Error(label + ": invalid tokenizer JSON: " + e.what());
+  }
+}
+
 Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
   std::filesystem::path file = path;
   std::error_code ec;

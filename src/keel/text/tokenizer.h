@@ -1,5 +1,6 @@
 #pragma once
-// A tokenizer loaded from a Hugging Face tokenizer.json: byte-level BPE (Qwen2/2.5/3, Llama 3, GPT-2,
+// A tokenizer loaded from a Hugging Face tokenizer.json (or a GGUF's tokenizer metadata, which
+// gguf_tokenizer.h assembles into the same object): byte-level BPE (Qwen2/2.5/3, Llama 3, GPT-2,
 // DeepSeek) and SentencePiece-style BPE with byte fallback (Llama 2, Mistral, Gemma 3).
 //
 // encode: cut out added tokens -> normalize -> pre-tokenize into words -> BPE per word.
@@ -14,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "keel/text/added_tokens.h"
 #include "keel/text/decoder.h"
 
@@ -26,6 +29,9 @@ class Tokenizer {
   static Tokenizer from_file(const std::filesystem::path& path);
   // `label` names the source in error messages.
   static Tokenizer from_json_text(std::string_view json_text, const std::string& label);
+  // An already parsed tokenizer.json object: what a GGUF's metadata is assembled into
+  // (gguf_tokenizer.h), with no text round trip.
+  static Tokenizer from_json(const nlohmann::json& root, const std::string& label);
 
   // Token ids for `text` (invalid UTF-8 is read as U+FFFD). With `parse_special` false, special
   // added tokens written in the text are encoded as ordinary text instead of their ids.
