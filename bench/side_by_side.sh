@@ -25,6 +25,8 @@ usage: bench/side_by_side.sh [-t THREADS] [-p LENGTHS] [-n GEN] [-r RUNS] [-w PA
                 q8    keel MLX 8-bit  vs llama.cpp Q8_0 (--pure)
                 q4    keel MLX 4-bit  vs llama.cpp Q4_0 (--pure)
                 q4km  keel MLX 4-bit  vs llama.cpp Q4_K_M
+                gbf16, gq8, gq4, gq4km: both read the same GGUF file (BF16, Q8_0, Q4_0,
+                      Q4_K_M)
               (default bf16,q8,q4)
 
 environment:
@@ -101,18 +103,20 @@ IFS=',' read -r -a pair_names <<< "$pairs"
 pair_keel() {
   case "$1" in
     bf16) echo "$MODELS/keel-bf16" ;; q8) echo "$MODELS/keel-mlx8" ;; q4|q4km) echo "$MODELS/keel-mlx4" ;;
-    *) fail "-w: unknown pair '$1' (expected bf16, q8, q4 or q4km)" ;;
+    g*) pair_gguf "$1" ;;  # keel reads the very file llama.cpp does
+    *) fail "-w: unknown pair '$1' (expected bf16, q8, q4, q4km, gbf16, gq8, gq4 or gq4km)" ;;
   esac
 }
 pair_gguf() {
   case "$1" in
-    bf16) echo "$MODELS/q05-bf16.gguf" ;; q8) echo "$MODELS/q05-q8_0-pure.gguf" ;;
-    q4) echo "$MODELS/q05-q4_0-pure.gguf" ;; q4km) echo "$MODELS/q05-q4_k_m.gguf" ;;
+    bf16|gbf16) echo "$MODELS/q05-bf16.gguf" ;; q8|gq8) echo "$MODELS/q05-q8_0-pure.gguf" ;;
+    q4|gq4) echo "$MODELS/q05-q4_0-pure.gguf" ;; q4km|gq4km) echo "$MODELS/q05-q4_k_m.gguf" ;;
   esac
 }
 pair_label() {
   case "$1" in
     bf16) echo "bf16 / BF16" ;; q8) echo "mlx8 / Q8_0" ;; q4) echo "mlx4 / Q4_0" ;; q4km) echo "mlx4 / Q4_K_M" ;;
+    gbf16) echo "BF16 gguf" ;; gq8) echo "Q8_0 gguf" ;; gq4) echo "Q4_0 gguf" ;; gq4km) echo "Q4_K_M gguf" ;;
   esac
 }
 
@@ -120,7 +124,7 @@ pair_label() {
 [ -x "$LLAMA_CPP/llama-bench" ] || fail "no llama-bench in $LLAMA_CPP (set LLAMA_CPP)"
 for p in "${pair_names[@]}"; do
   k="$(pair_keel "$p")"; g="$(pair_gguf "$p")"
-  [ -f "$k/config.json" ] || fail "pair $p: no keel model at $k (set MODELS, or make it: docs/performance.md)"
+  [ -f "$k/config.json" ] || [ -f "$k" ] || fail "pair $p: no keel model at $k (set MODELS, or make it: docs/performance.md)"
   [ -f "$g" ] || fail "pair $p: no GGUF at $g (set MODELS, or make it: docs/performance.md)"
 done
 

@@ -114,7 +114,7 @@ int bench_command(const CommandArgs& argv) {
   const double bytes_per_token = static_cast<double>(weight_bytes.active);
   const double flops_per_token = matmul_flops_per_token(w);
   std::printf("model            %s (%s weights: %.1f MB resident, %.1f MB active = read per decoded token)\n",
-              w.dir.string().c_str(), weight_format_name(w.format()), static_cast<double>(weight_bytes.resident) / 1e6,
+              w.dir.string().c_str(), w.formats_text().c_str(), static_cast<double>(weight_bytes.resident) / 1e6,
               bytes_per_token / 1e6);
   std::printf("threads          %d\n", m.pool->size());
   std::printf("KV policy        %s\n", policy.describe().c_str());

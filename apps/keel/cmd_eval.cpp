@@ -67,7 +67,7 @@ eval::ReportHeader base_header(const char* mode, const ServedModel& model, const
   eval::ReportHeader h;
   h.mode = mode;
   h.model = model.dir().string();
-  h.weight_format = weight_format_name(model.weights().format());
+  h.weight_format = model.weights().formats_text();
   h.machine = eval::describe_machine();
   h.command = command_line(mode, argv);
   return h;
@@ -95,7 +95,7 @@ int fidelity(const CommandArgs& argv) {
   eval::ReportHeader h = base_header("fidelity", *model, argv);
   if (baseline) {
     h.baseline_model = baseline->dir().string();
-    h.baseline_weight_format = weight_format_name(baseline->weights().format());
+    h.baseline_weight_format = baseline->weights().formats_text();
   }
   h.data = args.require("transcripts");
   h.policies = arms;

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "keel/chat/chat_renderer.h"
 #include "keel/chat/system_fold.h"
+#include "keel/engine/model_text.h"
 #include "keel/util/error.h"
 
 namespace keel::cli {
@@ -57,7 +58,7 @@ int render_command(const CommandArgs& argv) {
   }
 
   bool has_tools = tools.is_array() && !tools.empty();
-  auto src = chat::load_chat_template_source(model_dir, has_tools);
+  auto src = load_model_chat_template(model_dir, has_tools);
   chat::ChatTemplate tmpl(src.source, src.bos_token, src.eos_token);
   // The same rendering serve uses: later system messages in place, or folded where the template
   // cannot take them.

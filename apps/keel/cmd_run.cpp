@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "keel/engine/model_text.h"
 #include "keel/engine/raw_generation.h"
 #include "keel/engine/standalone_sequence.h"
 #include "keel/text/stream_decoder.h"
@@ -56,12 +57,11 @@ int run_command(const CommandArgs& argv) {
   if (args.get("context")) context_flag = args.get_int("context", 0, 1, kMaxTokenCount);
 
   LoadedModel m = load_model_from_flags(args);
-  std::optional<text::Tokenizer> tokenizer;
-  if (std::filesystem::exists(m.weights.dir / "tokenizer.json")) tokenizer = text::Tokenizer::from_file(m.weights.dir);
+  const std::optional<text::Tokenizer> tokenizer = find_model_tokenizer(m.weights.dir);
 
   std::vector<int32_t> prompt;
   if (args.has("prompt")) {
-    if (!tokenizer) throw Error(m.weights.dir.string() + ": no tokenizer.json, so --prompt cannot be used; pass --tokens IDS");
+    if (!tokenizer) throw Error(m.weights.dir.string() + ": no tokenizer (no tokenizer.json), so --prompt cannot be used; pass --tokens IDS");
     prompt = tokenizer->encode(args.require("prompt"));
     if (prompt.empty()) throw Error("--prompt encodes to no tokens");
   } else {

@@ -142,7 +142,7 @@ ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
     request.context = kDefaultContextCap;
     p = plan::plan_model(request);
   }
-  const ModelSpec spec = arch::runnable_spec(ConfigView::load(p.config_path));
+  const ModelSpec spec = arch::load_runnable_spec(p.config_path);
   // Positions past the model's limit were never trained (and its RoPE tables end there): a context
   // beyond it would accept conversations the model cannot read.
   if (request.context && *request.context > spec.max_position)
@@ -316,7 +316,7 @@ int serve_command(const CommandArgs& argv) {
 
   std::fprintf(stderr, "keel serve: model %s (%s, %lld layers, %s weights), %d threads, simd %s\n",
                model.dir().string().c_str(), spec.model_type.c_str(), static_cast<long long>(spec.num_layers),
-               weight_format_name(model.weights().format()), model.threads(), ops::simd_target_name());
+               model.weights().formats_text().c_str(), model.threads(), ops::simd_target_name());
   std::fprintf(stderr, "keel serve: tool-call format: %s (%s)\n", std::string(model.tool_call_format().name).c_str(),
                model.tool_call_format_origin().c_str());
   std::fprintf(stderr, "keel serve: reasoning: %s\n", toolcall::describe_reasoning_control(model.reasoning()).c_str());

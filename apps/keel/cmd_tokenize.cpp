@@ -1,5 +1,5 @@
-// keel tokenize: print the token ids of a text, as the model's tokenizer.json encodes it.
-//   keel tokenize --model DIR TEXT          (DIR holds tokenizer.json)
+// keel tokenize: print the token ids of a text, as the model's tokenizer encodes it.
+//   keel tokenize --model DIR TEXT          (a folder with tokenizer.json, or a GGUF model)
 //   keel tokenize --tokenizer FILE TEXT     (a tokenizer.json anywhere)
 // TEXT "-" reads standard input. --show-tokens prints one "id<TAB>token" line per token instead;
 // --no-special encodes special tokens written in the text as plain text.
@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "keel/engine/model_text.h"
 #include "keel/text/tokenizer.h"
 #include "keel/util/error.h"
 
@@ -20,7 +21,7 @@ int tokenize_command(const CommandArgs& argv) {
   if (args.has("model") == args.has("tokenizer")) throw Error("give exactly one of --model DIR or --tokenizer FILE");
   if (args.positional().size() != 1) throw Error("usage: keel tokenize --model DIR | --tokenizer FILE TEXT");
 
-  auto tokenizer = args.has("model") ? text::Tokenizer::from_file(args.require("model"))
+  auto tokenizer = args.has("model") ? load_model_tokenizer(args.require("model"))
                                      : text::Tokenizer::from_file(args.require("tokenizer"));
   std::string input = args.positional()[0];
   if (input == "-") input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());

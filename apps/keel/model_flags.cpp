@@ -17,7 +17,7 @@ LoadedModel load_model_from_flags(const Args& args) {
   const ModelSpec& s = m.weights.spec;
   std::fprintf(stderr, "keel: model %s (%s, %lld layers, hidden %lld, %s weights, %.1f MB), %d threads, simd %s\n",
                m.weights.dir.string().c_str(), s.model_type.c_str(), static_cast<long long>(s.num_layers),
-               static_cast<long long>(s.hidden_size), weight_format_name(m.weights.format()),
+               static_cast<long long>(s.hidden_size), m.weights.formats_text().c_str(),
                static_cast<double>(m.weights.decode_bytes().resident) / 1e6, m.pool->size(), ops::simd_target_name());
   return m;
 }

@@ -54,10 +54,14 @@ ModelSpec runnable_spec(const ConfigView& config) {
   return spec;
 }
 
+ModelSpec load_runnable_spec(const std::filesystem::path& model) {
+  if (auto gguf = gguf::find_gguf_model(model)) return gguf_runnable_spec(gguf::File(*gguf));
+  const auto config = std::filesystem::is_directory(model) ? model / "config.json" : model;
+  return runnable_spec(ConfigView::load(config));
+}
+
 ModelWeights load_model(const std::filesystem::path& dir) {
-  // A folder with config.json is a Hugging Face / MLX folder, whatever else it holds.
-  if (!std::filesystem::exists(dir / "config.json"))
-    if (auto gguf = gguf::find_gguf_model(dir)) return load_gguf_model(*gguf);
+  if (auto gguf = gguf::find_gguf_model(dir)) return load_gguf_model(*gguf);
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder or .gguf file");
   const auto config_path = dir / "config.json";
   if (!std::filesystem::exists(config_path))

@@ -19,6 +19,10 @@ ModelSpec runnable_spec(const ConfigView& config);
 // feature (for `keel plan`, which sizes models keel cannot run). Throws only on unreadable keys.
 ModelSpec describe_spec(const ConfigView& config);
 
+// runnable_spec() of a model folder (or its config.json), or gguf_runnable_spec() of a GGUF model,
+// without loading weights.
+ModelSpec load_runnable_spec(const std::filesystem::path& model);
+
 // runnable_spec(config.json of `dir`) and the weights of the folder; or, for a .gguf file or a
 // folder holding one GGUF model and no config.json, arch/gguf_model.h's load_gguf_model().
 ModelWeights load_model(const std::filesystem::path& dir);

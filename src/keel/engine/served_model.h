@@ -44,7 +44,9 @@ class ServedModel {
   explicit ServedModel(const ServedModelOptions& options);  // throws keel::Error
 
   const std::filesystem::path& dir() const { return weights_.dir; }
-  std::string folder_name() const { return weights_.dir.filename().string(); }
+  // The name the server answers to: the model folder's name, or a GGUF file's without ".gguf"
+  // (and without a split model's "-00001-of-00003").
+  std::string folder_name() const;
   const ModelWeights& weights() const { return weights_; }
   Transformer& transformer() { return *transformer_; }
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }

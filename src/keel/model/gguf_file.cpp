@@ -406,6 +406,8 @@ std::optional<std::filesystem::path> find_gguf_model(const std::filesystem::path
     if (f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0) return path;
     return std::nullopt;
   }
+  // A folder with config.json is a Hugging Face / MLX folder, whatever else it holds.
+  if (fs::exists(path / "config.json")) return std::nullopt;
   // One model per folder: a lone file, or the first shard of one split model.
   std::set<std::string> models;
   fs::path first;

@@ -121,8 +121,9 @@ std::vector<std::filesystem::path> shard_paths(const std::filesystem::path& path
 
 // The GGUF model a --model path names: a .gguf file (or any file starting with the GGUF magic, as
 // Ollama's sha256-... blobs do), or a folder holding exactly one GGUF model (one file, or the
-// shards of one split model). nullopt for a folder without .gguf files (a
-// safetensors folder); throws keel::Error for a folder with several GGUF models, naming them.
+// shards of one split model). nullopt for a folder without .gguf files or with a config.json (a
+// Hugging Face / MLX folder, whatever else it holds); throws keel::Error for a folder with several
+// GGUF models, naming them.
 std::optional<std::filesystem::path> find_gguf_model(const std::filesystem::path& path);
 
 }  // namespace keel::gguf

@@ -1,5 +1,6 @@
 #include "keel/model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -71,6 +72,26 @@ size_t Matrix::stored_bytes() const {
   if (group_size) b += static_cast<size_t>(rows) * static_cast<size_t>(cols / group_size) * 2 * 2;  // 16-bit scale + bias
   if (format == WeightFormat::MXFP4) b += static_cast<size_t>(rows) * static_cast<size_t>(cols / 32);  // e8m0 exponents
   return b;
+}
+
+std::string ModelWeights::formats_text() const {
+  std::map<WeightFormat, size_t> bytes;
+  auto add = [&](const Matrix& m) {
+    if (m.rows) bytes[m.format] += m.stored_bytes();
+  };
+  add(embed);
+  add(lm_head);
+  for (const LayerWeights& l : layers) {
+    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) add(*m);
+    for (const ExpertWeights& e : l.experts)
+      for (const Matrix* m : {&e.gate, &e.up, &e.gate_up, &e.down}) add(*m);
+  }
+  std::vector<std::pair<size_t, WeightFormat>> order;
+  for (const auto& [f, b] : bytes) order.emplace_back(b, f);
+  std::sort(order.rbegin(), order.rend());
+  std::string out;
+  for (const auto& [b, f] : order) out += (out.empty() ? "" : " + ") + std::string(weight_format_name(f));
+  return out;
 }
 
 DecodeWeightBytes ModelWeights::decode_bytes() const {

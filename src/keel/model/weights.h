@@ -164,6 +164,9 @@ struct ModelWeights {
 
   const Matrix& output() const { return lm_head.rows ? lm_head : embed; }
   WeightFormat format() const { return embed.format; }
+  // Every matrix format the model holds, the most bytes first ("q4_k + q6_k + q5_0 + q8_0" for a
+  // Q4_K_M GGUF, "bf16" for most folders): what logs and reports name the weights by.
+  std::string formats_text() const;
   bool from_gguf() const { return !gguf_files.empty(); }
   // The weight matrices' bytes: all of them (resident) and what one decode step streams through
   // (active: attention, router, the experts one token is routed to, one embedding row and the

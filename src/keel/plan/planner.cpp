@@ -22,8 +22,7 @@ struct ModelPaths {
 
 ModelPaths resolve_paths(const fs::path& model) {
   std::error_code ec;
-  if (!fs::is_regular_file(model / "config.json", ec))
-    if (auto g = gguf::find_gguf_model(model)) return {model, *g, *g};
+  if (auto g = gguf::find_gguf_model(model)) return {model, *g, *g};
   if (fs::is_regular_file(model, ec)) return {model.parent_path().empty() ? fs::path(".") : model.parent_path(), model};
   if (fs::is_directory(model, ec)) {
     if (!fs::is_regular_file(model / "config.json", ec)) {
