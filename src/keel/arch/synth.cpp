@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "keel/arch/family.h"
+#include "keel/arch/gguf_keys.h"
 #include "keel/arch/model_loader.h"
 #include "keel/model/config_view.h"
+#include "keel/model/gguf_writer.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
 
@@ -87,7 +90,7 @@ class Planner {
   const SynthOptions& o_;
 };
 
-void write_tensor(std::ofstream& out, const PlannedTensor& t, Random& rng, float weight_scale) {
+void write_tensor(std::ostream& out, const PlannedTensor& t, Random& rng, float weight_scale) {
   std::vector<uint8_t> buf;
   constexpr uint64_t kChunk = 1 << 22;
   for (uint64_t done = 0; done < t.bytes; done += kChunk) {
@@ -139,38 +142,49 @@ void truncate_layers(nlohmann::ordered_json& config, int64_t layers) {
   }
 }
 
-}  // namespace
+// The config as it will be written, its spec and the names of its tensors.
+struct SynthModel {
+  nlohmann::ordered_json config;
+  ModelSpec spec;
+  TensorNames names;
+  bool mlx = false;
+  bool mxfp4_experts = false;
+};
 
-uint64_t synthesize_model(const std::filesystem::path& config_json, const std::filesystem::path& out_dir,
-                          const SynthOptions& o) {
+SynthModel prepare(const std::filesystem::path& config_json, const SynthOptions& o) {
   std::ifstream in(config_json);
   if (!in) throw Error(config_json.string() + ": not found");
-  nlohmann::ordered_json config = nlohmann::ordered_json::parse(in, nullptr, false);
+  SynthModel m;
+  nlohmann::ordered_json& config = m.config;
+  config = nlohmann::ordered_json::parse(in, nullptr, false);
   if (config.is_discarded()) throw Error(config_json.string() + ": not valid JSON");
   config.erase("quantization");
   config.erase("quantization_config");
   if (o.layers > 0) truncate_layers(config, o.layers);
-  const bool mlx = o.format == WeightFormat::MLX4 || o.format == WeightFormat::MLX8;
-  if (mlx) {
+  m.mlx = o.format == WeightFormat::MLX4 || o.format == WeightFormat::MLX8;
+  if (m.mlx) {
     const int bits = o.format == WeightFormat::MLX4 ? 4 : 8;
     config["quantization"] = {{"group_size", o.mlx_group_size}, {"bits", bits}};
   }
   config["torch_dtype"] = o.format == WeightFormat::F32 ? "float32" : o.format == WeightFormat::F16 ? "float16" : "bfloat16";
-  const ModelSpec s = runnable_spec(ConfigView(nlohmann::json::parse(config.dump()), config_json.string()));
+  m.spec = runnable_spec(ConfigView(nlohmann::json::parse(config.dump()), config_json.string()));
+  const ModelSpec& s = m.spec;
   // Multimodal configs get the language model where transformers writes it today.
   const TensorNames family_names = find_family(s.model_type)->tensor_names();
-  const TensorNames names = config.contains("text_config") ? family_names.rooted_at(kMultimodalRoots[0]) : family_names;
-  const bool mxfp4_experts = !names.expert_gate_up.empty();
-  if (mxfp4_experts) {
+  m.names = config.contains("text_config") ? family_names.rooted_at(kMultimodalRoots[0]) : family_names;
+  m.mxfp4_experts = !m.names.expert_gate_up.empty();
+  if (m.mxfp4_experts) {
     // gpt-oss ships its experts in MXFP4 and everything else unquantized; keel reads that form.
-    if (mlx) throw Error(s.model_type + ": keel synth writes MXFP4 experts with bf16, f16 or f32 elsewhere (no MLX form)");
+    if (m.mlx) throw Error(s.model_type + ": keel synth writes MXFP4 experts with bf16, f16 or f32 elsewhere (no MLX form)");
     config["quantization_config"] = {{"quant_method", "mxfp4"},
                                      {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router",
                                                                  "model.embed_tokens", "lm_head"}}};
   }
+  return m;
+}
 
-  // The tensors load_weights() will look for, under the family's names.
-  Planner p(o);
+// The tensors load_weights() will look for, under `names`, in the order their random values are drawn.
+void plan_tensors(Planner& p, const ModelSpec& s, const TensorNames& names, bool mlx, bool mxfp4_experts) {
   using Fill = PlannedTensor::Fill;
   p.matrix(names.embed, s.vocab_size, s.hidden_size);
   for (int64_t i = 0; i < s.num_layers; ++i) {
@@ -235,6 +249,20 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
   }
   p.vector(names.final_norm + ".weight", s.hidden_size, Fill::Ones);
   if (!s.tie_word_embeddings) p.matrix(names.lm_head, s.vocab_size, s.hidden_size);
+}
+
+// Like the usual initializer_range: small enough that random activations stay finite.
+constexpr float kWeightScale = 0.02f;
+
+}  // namespace
+
+uint64_t synthesize_model(const std::filesystem::path& config_json, const std::filesystem::path& out_dir,
+                          const SynthOptions& o) {
+  const SynthModel m = prepare(config_json, o);
+  const nlohmann::ordered_json& config = m.config;
+  const bool mlx = m.mlx;
+  Planner p(o);
+  plan_tensors(p, m.spec, m.names, m.mlx, m.mxfp4_experts);
 
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", mlx ? "mlx" : "pt"}, {"generator", "keel synth"}};
@@ -258,12 +286,134 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
   for (int i = 0; i < 8; ++i) out.put(static_cast<char>((len >> (8 * i)) & 0xff));
   out << header_text;
   Random rng{o.seed};
-  // Like the usual initializer_range: small enough that random activations stay finite.
-  const float weight_scale = 0.02f;
-  for (const auto& t : p.tensors) write_tensor(out, t, rng, weight_scale);
+  for (const auto& t : p.tensors) write_tensor(out, t, rng, kWeightScale);
   out.close();
   if (!out) throw Error((out_dir / "model.safetensors").string() + ": write failed (disk full?)");
   return offset;
+}
+
+namespace {
+
+// What a family's GGUF layout needs that keel synth does not write: refused by name, since
+// llama.cpp would read such a file differently from the folder of the same seed.
+void check_gguf_writable(const SynthModel& m, const arch::Family& family) {
+  const ModelSpec& s = m.spec;
+  auto refuse = [&](const std::string& why) {
+    throw Error("keel synth: " + s.model_type + ": " + why + "; GGUF output covers dense llama, qwen2 and qwen3 models");
+  };
+  if (!family.gguf_tensor_names || family.mixture_of_experts) refuse("no dense GGUF layout");
+  if (m.config.contains("text_config")) refuse("a multimodal config");
+  if (m.mlx) refuse("MLX weights have no GGUF form (write bf16 and use llama-quantize)");
+  const LayerSpec& first = s.layers.front();
+  for (const LayerSpec& l : s.layers) {
+    if (l.moe || l.attention != AttentionKind::Full || l.sandwich_norms || l.attention_sinks || l.layer_scalar ||
+        l.values_are_keys || l.v_norm)
+      refuse("layers beyond plain attention and a dense FFN");
+    if (l.num_heads != first.num_heads || l.num_kv_heads != first.num_kv_heads || l.head_dim != first.head_dim ||
+        l.ffn_dim != first.ffn_dim || !(l.rope == first.rope))
+      refuse("layers of different shapes");
+  }
+  if (first.rope.scaling.kind != RopeScaling::Kind::None) refuse("rope scaling");
+}
+
+// The GGUF bytes of one planned tensor: 1-D tensors (norms, biases) as F32, whose values are
+// exactly the bf16/f16 ones of the folder; q/k of the llama architecture with each head's rows
+// permuted from Hugging Face's rotate-half order to the interleaved order llama.cpp's rope pairs
+// (row h*d + 2i + j of the file is row h*d + j*d/2 + i of the checkpoint).
+std::string gguf_data(const PlannedTensor& t, const std::string& hf_bytes, int64_t permute_heads, uint32_t& type) {
+  const std::string dtype = t.dtype;
+  std::string data;
+  if (t.shape.size() == 1 && dtype != "F32") {
+    data.resize(hf_bytes.size() * 2);
+    for (size_t i = 0; i < hf_bytes.size() / 2; ++i) {
+      uint16_t h;
+      std::memcpy(&h, hf_bytes.data() + 2 * i, 2);
+      const float f = dtype == "F16" ? f16_to_float(h) : bf16_to_float(h);
+      std::memcpy(data.data() + 4 * i, &f, 4);
+    }
+    type = 0;  // GGML_TYPE_F32
+  } else {
+    data = hf_bytes;
+    type = dtype == "F32" ? 0 : dtype == "F16" ? 1 : 30;  // GGML_TYPE_F32, F16, BF16
+  }
+  if (permute_heads > 0) {
+    const int64_t rows = t.shape[0];
+    const size_t row_bytes = data.size() / static_cast<size_t>(rows);
+    const int64_t head_dim = rows / permute_heads, half = head_dim / 2;
+    std::string out(data.size(), '\0');
+    for (int64_t h = 0; h < permute_heads; ++h)
+      for (int64_t i = 0; i < half; ++i)
+        for (int64_t j = 0; j < 2; ++j)
+          std::memcpy(out.data() + static_cast<size_t>(h * head_dim + 2 * i + j) * row_bytes,
+                      data.data() + static_cast<size_t>(h * head_dim + j * half + i) * row_bytes, row_bytes);
+    data = std::move(out);
+  }
+  return data;
+}
+
+}  // namespace
+
+uint64_t synthesize_gguf(const std::filesystem::path& config_json, const std::filesystem::path& out_file,
+                         const SynthOptions& o, const GgufMetadataHook& add_tokenizer) {
+  const SynthModel m = prepare(config_json, o);
+  const ModelSpec& s = m.spec;
+  const arch::Family& family = *find_family(s.model_type);
+  check_gguf_writable(m, family);
+  const LayerSpec& layer = s.layers.front();
+
+  // The same plan under both names: the values are drawn in the folder's order, so a folder and a
+  // GGUF of one seed hold the same weights.
+  Planner hf(o), gg(o);
+  plan_tensors(hf, s, m.names, false, false);
+  plan_tensors(gg, s, family.gguf_tensor_names(), false, false);
+
+  namespace k = arch::gguf_keys;
+  const std::string arch_name(family.gguf_architecture);
+  gguf::Writer w;
+  w.set_string(std::string(k::kArchitecture), arch_name);
+  w.set_string(std::string(k::kName), out_file.stem().string());
+  w.set_uint32(std::string(k::kFileType), o.format == WeightFormat::F32   ? k::kFileTypeF32
+                                          : o.format == WeightFormat::F16 ? k::kFileTypeF16
+                                                                          : k::kFileTypeBF16);
+  w.set_uint32(k::key(arch_name, k::kContextLength), static_cast<uint32_t>(s.max_position));
+  w.set_uint32(k::key(arch_name, k::kEmbeddingLength), static_cast<uint32_t>(s.hidden_size));
+  w.set_uint32(k::key(arch_name, k::kBlockCount), static_cast<uint32_t>(s.num_layers));
+  w.set_uint32(k::key(arch_name, k::kFeedForwardLength), static_cast<uint32_t>(layer.ffn_dim));
+  w.set_uint32(k::key(arch_name, k::kHeadCount), static_cast<uint32_t>(layer.num_heads));
+  w.set_uint32(k::key(arch_name, k::kHeadCountKv), static_cast<uint32_t>(layer.num_kv_heads));
+  if (layer.head_dim * layer.num_heads != s.hidden_size) {  // llama.cpp's default is hidden / heads
+    w.set_uint32(k::key(arch_name, k::kKeyLength), static_cast<uint32_t>(layer.head_dim));
+    w.set_uint32(k::key(arch_name, k::kValueLength), static_cast<uint32_t>(layer.head_dim));
+  }
+  w.set_uint32(k::key(arch_name, k::kRopeDimensionCount), static_cast<uint32_t>(layer.head_dim));
+  w.set_float32(k::key(arch_name, k::kRopeFreqBase), static_cast<float>(layer.rope.theta));
+  w.set_float32(k::key(arch_name, k::kRmsEpsilon), static_cast<float>(s.norm_eps));
+  w.set_uint32(k::key(arch_name, k::kVocabSize), static_cast<uint32_t>(s.vocab_size));
+  if (add_tokenizer) add_tokenizer(w, s.vocab_size);
+
+  const bool permute = family.gguf_architecture == "llama";
+  const TensorNames& hn = m.names;
+  Random rng{o.seed};
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < hf.tensors.size(); ++i) {
+    const PlannedTensor& t = hf.tensors[i];
+    std::ostringstream values;
+    write_tensor(values, t, rng, kWeightScale);
+    // q and k (weights and biases) of a llama layer: permuted per head, k by its kv heads.
+    int64_t heads = 0;
+    if (permute && t.name.starts_with(hn.layer_prefix)) {
+      const std::string rest = t.name.substr(t.name.find('.', hn.layer_prefix.size()) + 1);
+      if (rest == hn.q + ".weight" || rest == hn.q + ".bias") heads = layer.num_heads;
+      if (rest == hn.k + ".weight" || rest == hn.k + ".bias") heads = layer.num_kv_heads;
+    }
+    uint32_t type = 0;
+    std::string data = gguf_data(t, values.str(), heads, type);
+    bytes += data.size();
+    w.add_tensor(gg.tensors[i].name, {gg.tensors[i].shape.rbegin(), gg.tensors[i].shape.rend()}, type, std::move(data));
+  }
+  if (out_file.has_parent_path()) std::filesystem::create_directories(out_file.parent_path());
+  w.write(out_file);
+  return bytes;
 }
 
 }  // namespace keel
