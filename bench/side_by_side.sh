@@ -6,7 +6,7 @@
 # The model files (see docs/performance.md, "Beside llama.cpp", for the commands that make them):
 #   $MODELS/keel-bf16/           keel synth of Qwen2.5-0.5B-Instruct, bf16 (with its tokenizer)
 #   $MODELS/keel-mlx8/ keel-mlx4/  keel synth --dtype mlx8 / mlx4 (group 64)
-#   $MODELS/q05-bf16.gguf        bench/safetensors_to_gguf.py of keel-bf16 (BF16 matrices)
+#   $MODELS/q05-bf16.gguf        keel synth --out q05-bf16.gguf: keel-bf16's weights as GGUF (BF16 matrices)
 #   $MODELS/q05-q8_0-pure.gguf   llama-quantize --pure ... Q8_0
 #   $MODELS/q05-q4_0-pure.gguf   llama-quantize --pure ... Q4_0
 #   $MODELS/q05-q4_k_m.gguf      llama-quantize ... Q4_K_M (only for the q4km pair)

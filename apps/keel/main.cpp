@@ -20,7 +20,7 @@ const Subcommand kSubcommands[] = {
      keel::cli::serve_command},
     {"run", "generate from a prompt: keel run --model DIR --prompt TEXT | --tokens IDS", keel::cli::run_command},
     {"bench", "measure prefill and decode speed: keel bench --model DIR", keel::cli::bench_command},
-    {"synth", "write a random-weight model of a real shape: keel synth --config FILE --dtype bf16|mlx4|mlx8 --out DIR",
+    {"synth", "write a random-weight model of a real shape: keel synth --config FILE --dtype bf16|f16|f32|mlx4|mlx8 --out DIR|FILE.gguf [--tokenizer DIR]",
      keel::cli::synth_command},
     {"plan", "will a model and a context fit, under which KV policy: keel plan MODEL_DIR [--context N] [--memory GiB]",
      keel::cli::plan_command},
