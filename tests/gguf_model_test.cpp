@@ -12,7 +12,9 @@
 #include "keel/arch/transformer.h"
 #include "keel/engine/forward_loop.h"
 #include "keel/engine/standalone_sequence.h"
+#include "keel/kv/kv_disk_identity.h"
 #include "keel/model/gguf_writer.h"
+#include "keel/ops/elementwise.h"
 #include "keel/plan/planner.h"
 #include "keel/util/error.h"
 #include "test_support.h"
@@ -118,7 +120,8 @@ TEST(GgufModel, MetadataFillsTheSpecConfigJsonDoes) {
 
 // A one-layer llama GGUF of random F32 weights (dim 32, 2 heads, ffn 64, vocab 16); `edit` may
 // change the writer's tensors or keys before the file is written.
-std::filesystem::path tiny_llama(const std::filesystem::path& dir, uint32_t q_type = 0, bool drop_ffn_down = false) {
+std::filesystem::path tiny_llama(const std::filesystem::path& dir, uint32_t q_type = 0, bool drop_ffn_down = false,
+                                 const std::vector<float>& rope_factors = {}) {
   gguf::Writer w;
   w.set_string("general.architecture", "llama");
   w.set_uint32("llama.embedding_length", 32);
@@ -153,6 +156,11 @@ std::filesystem::path tiny_llama(const std::filesystem::path& dir, uint32_t q_ty
   w.add_tensor("blk.0.ffn_gate.weight", {32, 64}, 0, f32({32, 64}));
   w.add_tensor("blk.0.ffn_up.weight", {32, 64}, 0, f32({32, 64}));
   if (!drop_ffn_down) w.add_tensor("blk.0.ffn_down.weight", {64, 32}, 0, f32({64, 32}));
+  if (!rope_factors.empty()) {
+    std::string bytes(rope_factors.size() * 4, '\0');
+    std::memcpy(bytes.data(), rope_factors.data(), bytes.size());
+    w.add_tensor("rope_freqs.weight", {static_cast<int64_t>(rope_factors.size())}, 0, bytes);
+  }
   const auto path = dir / "tiny.gguf";
   w.write(path);
   return path;
@@ -205,6 +213,44 @@ TEST(GgufModel, ShardsThatAreNotTheirPartAreRefused) {
   std::filesystem::copy_file(one, dir.path() / "m-00002-of-00002.gguf");
   const std::string e = error_of([&] { arch::load_model(dir.path() / "m-00001-of-00002.gguf"); });
   EXPECT_NE(e.find("key 'split.no': this file is not shard 1 of 2"), std::string::npos) << e;
+}
+
+TEST(GgufModel, RopeFreqsAreLlama31sScalingAsATensor) {
+  // llama.cpp's converter stores Llama 3.1's scaling as one divisor per rotated pair: the rope
+  // built from them must turn as the config's llama3 block does.
+  RopeSpec hf;
+  hf.theta = 500000.0;
+  hf.scaling.kind = RopeScaling::Kind::Llama3;
+  hf.scaling.factor = 8.0;
+  hf.scaling.original_max_position = 64;
+  const int64_t head_dim = 16;
+  RopeSpec plain;
+  plain.theta = hf.theta;
+  const ops::Rope base(plain, head_dim), scaled(hf, head_dim);
+  std::vector<float> factors;
+  for (size_t i = 0; i < base.inv_freq().size(); ++i)
+    factors.push_back(static_cast<float>(base.inv_freq()[i] / scaled.inv_freq()[i]));
+  EXPECT_GT(factors.back(), 1.0f);  // the low frequencies are slowed
+
+  test::TempDir dir;
+  const ModelWeights w = arch::load_model(tiny_llama(dir.path(), 0, false, factors));
+  ASSERT_EQ(w.spec.layers.front().rope.scaling.kind, RopeScaling::Kind::Factors);
+  RopeSpec gguf = w.spec.layers.front().rope;
+  gguf.theta = hf.theta;
+  const ops::Rope from_file(gguf, head_dim);
+  for (size_t i = 0; i < factors.size(); ++i)
+    EXPECT_NEAR(from_file.inv_freq()[i], scaled.inv_freq()[i], 1e-7 * scaled.inv_freq()[i]) << i;
+
+  const std::string e = error_of([&] { arch::load_model(tiny_llama(dir.path(), 0, false, {1.0f, 2.0f})); });
+  EXPECT_NE(e.find("tensor 'rope_freqs.weight': expected F32 [8]"), std::string::npos) << e;
+}
+
+TEST(GgufModel, KvDiskIdentityTellsGgufFilesApart) {
+  // The disk tier keys blocks by the weights as stored: two quantizations of one model differ.
+  const uint64_t q8 = kv::kv_model_identity(shared("models/gguf/tiny-toolcaller-Q8_0.gguf"));
+  EXPECT_EQ(q8, kv::kv_model_identity(shared("models/gguf/tiny-toolcaller-Q8_0.gguf")));
+  EXPECT_NE(q8, kv::kv_model_identity(shared("models/gguf/tiny-toolcaller-Q4_K_M.gguf")));
+  EXPECT_NE(q8, kv::kv_model_identity(shared("models/tiny-toolcaller")));
 }
 
 TEST(GgufModel, PlanCountsTheFilesTensorsAndReadsItsTemplate) {

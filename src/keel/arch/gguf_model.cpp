@@ -1,6 +1,7 @@
 #include "keel/arch/gguf_model.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -75,9 +76,6 @@ ConfigView gguf_config(const gguf::File& f) {
   if (auto eps = f.optional_number(k + "attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
   if (auto theta = f.optional_number(k + "rope.freq_base")) c["rope_theta"] = *theta;
   c["rope_scaling"] = rope_scaling(f, k);
-  if (h.find_tensor("rope_freqs.weight"))
-    throw Error(f.path().string() + ": tensor 'rope_freqs.weight': per-dimension rope frequency factors (Llama 3.1 "
-                "scaling in GGUF) are not supported yet");
 
   const gguf::Tensor* embed = h.find_tensor("token_embd.weight");
   if (!embed || embed->dims.size() != 2) throw Error(f.path().string() + ": tensor 'token_embd.weight' is missing or not 2-D");
@@ -128,10 +126,36 @@ ConfigView gguf_config(const gguf::File& f) {
 
 namespace {
 
+// rope_freqs.weight: F32 (head_dim / 2), the divisor of each rotated pair's frequency.
+std::vector<double> rope_factors(const gguf::File& f, const gguf::Tensor& t, int64_t head_dim) {
+  const std::string where = f.path().string() + ": tensor '" + t.name + "': ";
+  if (t.type->name != "F32" || t.dims.size() != 1 || t.dims[0] * 2 != head_dim)
+    throw Error(where + "expected F32 [" + std::to_string(head_dim / 2) + "] (one factor per rotated pair), got " +
+                std::string(t.type->name) + " with " + std::to_string(t.elements()) + " elements");
+  const auto bytes = f.data(t);
+  std::vector<double> out(static_cast<size_t>(t.dims[0]));
+  for (size_t i = 0; i < out.size(); ++i) {
+    float v;
+    std::memcpy(&v, bytes.data() + 4 * i, 4);
+    if (!(v > 0)) throw Error(where + "factor " + std::to_string(i) + " is not positive");
+    out[i] = v;
+  }
+  return out;
+}
+
 // What GGUF lays out differently from the Hugging Face checkpoint the spec describes.
 void adjust_for_gguf(const gguf::File& f, ModelSpec& spec) {
-  if (family_of(f).gguf_architecture == "llama")
-    for (LayerSpec& l : spec.layers) l.rope.interleaved = true;
+  const bool llama = family_of(f).gguf_architecture == "llama";
+  const gguf::Tensor* freqs = f.header().find_tensor("rope_freqs.weight");
+  for (LayerSpec& l : spec.layers) {
+    l.rope.interleaved = llama;
+    if (!freqs) continue;
+    if (l.rope.scaling.kind != RopeScaling::Kind::None)
+      throw Error(f.path().string() + ": tensor 'rope_freqs.weight' and key '" + std::string(family_of(f).gguf_architecture) +
+                  ".rope.scaling.type' both scale the rope");
+    l.rope.scaling.kind = RopeScaling::Kind::Factors;
+    l.rope.scaling.factors = rope_factors(f, *freqs, l.head_dim);
+  }
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 // lays out differently is set here:
 //   - llama-architecture q/k rows are permuted for interleaved rope (RopeSpec::interleaved);
 //   - there is no YaRN `truncate` key: llama.cpp always rounds the ramp bounds, so keel does too;
-//   - tied embeddings are the absence of output.weight; MoE layers are the ones with expert tensors.
+//   - tied embeddings are the absence of output.weight; MoE layers are the ones with expert tensors;
+//   - Llama 3.1's rope scaling is a tensor, rope_freqs.weight: a divisor per frequency.
 // Plain functions; safe on any thread.
 #include <filesystem>
 

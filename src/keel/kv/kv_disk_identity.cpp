@@ -10,6 +10,7 @@
 
 #include "keel/kv/kv_disk_block.h"
 #include "keel/kv/kv_window.h"
+#include "keel/model/gguf_file.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/util/error.h"
 
@@ -47,30 +48,43 @@ std::vector<uint8_t> read_at(std::ifstream& in, uint64_t offset, uint64_t n, con
 }  // namespace
 
 uint64_t kv_model_identity(const std::filesystem::path& model_dir) {
-  std::vector<std::filesystem::path> weights;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec))
-    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") weights.push_back(entry.path());
-  if (ec) throw Error("KV disk tier: cannot list the model folder " + model_dir.string() + ": " + ec.message());
-  if (weights.empty()) throw Error("KV disk tier: no *.safetensors in " + model_dir.string());
-  std::sort(weights.begin(), weights.end());
+  // Each weight file, and where its data starts: a GGUF's shards after their metadata and tensor
+  // infos, a folder's safetensors after their JSON header.
+  std::vector<std::pair<std::filesystem::path, uint64_t>> weights;
+  if (auto gguf = gguf::find_gguf_model(model_dir)) {
+    for (const auto& shard : gguf::shard_paths(*gguf))
+      weights.emplace_back(shard, std::min(gguf::File(shard).header().data_start, kMaxHeaderBytes));
+  } else {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec))
+      if (entry.is_regular_file() && entry.path().extension() == ".safetensors") weights.emplace_back(entry.path(), 0);
+    if (ec) throw Error("KV disk tier: cannot list the model folder " + model_dir.string() + ": " + ec.message());
+    if (weights.empty()) throw Error("KV disk tier: no *.safetensors in " + model_dir.string());
+    std::sort(weights.begin(), weights.end());
+  }
 
   uint64_t h = fold(0, std::string_view("keel model identity 1"));
   if (std::ifstream config(model_dir / "config.json", std::ios::binary); config) {
     const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
     h = fold(h, text);
   }
-  for (const auto& path : weights) {
+  for (const auto& [path, gguf_data_start] : weights) {
     const uint64_t size = std::filesystem::file_size(path);
     std::ifstream in(path, std::ios::binary);
     if (!in || size < 8) throw Error("KV disk tier: cannot read the weights " + path.string());
     h = fold(fold(h, path.filename().string()), size);
-    const std::vector<uint8_t> length = read_at(in, 0, 8, path);
-    uint64_t header = 0;
-    std::memcpy(&header, length.data(), 8);
-    header = std::min({header, size - 8, kMaxHeaderBytes});
-    h = fold(h, read_at(in, 8, header, path));
-    const uint64_t data_start = 8 + header, data = size - data_start;
+    uint64_t data_start = gguf_data_start;
+    if (data_start) {  // GGUF: the metadata and tensor infos
+      h = fold(h, read_at(in, 0, data_start, path));
+    } else {
+      const std::vector<uint8_t> length = read_at(in, 0, 8, path);
+      uint64_t header = 0;
+      std::memcpy(&header, length.data(), 8);
+      header = std::min({header, size - 8, kMaxHeaderBytes});
+      h = fold(h, read_at(in, 8, header, path));
+      data_start = 8 + header;
+    }
+    const uint64_t data = size - data_start;
     for (uint64_t i = 0; i < kSamples && data > 0; ++i) {
       const uint64_t at = data_start + (data - std::min(data, kSampleBytes)) / (kSamples - 1) * i;
       h = fold(h, read_at(in, at, std::min(kSampleBytes, size - at), path));

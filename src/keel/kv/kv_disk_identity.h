@@ -11,9 +11,9 @@
 
 namespace keel::kv {
 
-// A hash of a model folder's weights as stored: config.json, and for every *.safetensors file (in
-// name order) its name, size, whole header, and 16 samples of 4 KiB spread over its data (the first
-// at the data's start). Another model, another quantization or a fine-tune of the same shape (same
+// A hash of a model's weights as stored: config.json, and for every *.safetensors file (in name
+// order) or GGUF shard its name, size, whole header (a GGUF's metadata and tensor infos), and 16
+// samples of 4 KiB spread over its data (the first at the data's start). Another model, another quantization or a fine-tune of the same shape (same
 // headers and sizes, other values) gets another identity; reading is a few pages per file. Throws
 // keel::Error when the folder has no weights or a file cannot be read.
 uint64_t kv_model_identity(const std::filesystem::path& model_dir);

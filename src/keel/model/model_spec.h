@@ -28,7 +28,7 @@ enum class AttentionKind {
 const char* attention_kind_name(AttentionKind kind);
 
 struct RopeScaling {
-  enum class Kind { None, Linear, Llama3, Yarn, Proportional, Unsupported };
+  enum class Kind { None, Linear, Llama3, Yarn, Proportional, Factors, Unsupported };
   Kind kind = Kind::None;
   std::string unsupported_type;  // Unsupported: the config's rope_type, e.g. "longrope"
   double factor = 1.0;
@@ -42,6 +42,9 @@ struct RopeScaling {
   // Proportional (Gemma 4 global layers): the first partial_rotary_factor * head_dim / 2 pairs
   // rotate with the full head's frequencies (theta^(-2i/head_dim)), divided by `factor`; the rest not.
   double partial_rotary_factor = 1.0;
+  // Factors (GGUF's rope_freqs.weight, how llama.cpp stores Llama 3.1's scaling): frequency i is
+  // divided by factors[i], one per rotated pair.
+  std::vector<double> factors;
 
   bool operator==(const RopeScaling&) const = default;
 };

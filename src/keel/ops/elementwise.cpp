@@ -1,5 +1,7 @@
 #include "keel/ops/elementwise.h"
 
+#include "keel/util/error.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -64,6 +66,12 @@ Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim), interl
   const RopeScaling& rs = spec.scaling;
   if (rs.kind == RopeScaling::Kind::Linear)
     for (double& f : inv_freq_) f /= rs.factor;
+  if (rs.kind == RopeScaling::Kind::Factors) {
+    if (rs.factors.size() != inv_freq_.size())
+      throw Error("rope frequency factors: " + std::to_string(rs.factors.size()) + " for " +
+                  std::to_string(inv_freq_.size()) + " rotated pairs");
+    for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= rs.factors[i];
+  }
   if (rs.kind == RopeScaling::Kind::Llama3) {
     // Llama 3.1: keep high frequencies, divide low ones by `factor`, blend smoothly in between.
     const double old_len = static_cast<double>(rs.original_max_position);
