@@ -21,6 +21,7 @@
 #include "keel/text/gguf_tokenizer.h"
 #include "keel/text/tokenizer.h"
 #include "keel/util/error.h"
+#include "logits_support.h"
 #include "test_support.h"
 
 namespace keel {
@@ -29,17 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::vector<float> all_logits(const ModelWeights& w, const std::vector<int32_t>& tokens) {
-  ThreadPool pool(2);
-  Transformer model(w, pool);
-  StandaloneSequence seq(w.spec, static_cast<int64_t>(tokens.size()) + 1);
-  std::vector<int64_t> rows(tokens.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-  const std::vector<chat::Role> roles(tokens.size(), chat::Role::user);
-  std::vector<float> logits(tokens.size() * static_cast<size_t>(w.spec.vocab_size));
-  forward_tokens(model, seq.sequence(), tokens, roles, rows, logits);
-  return logits;
-}
+using test::all_logits;
 
 // GGUF stores rms_norm_eps and rope_theta as f32, so the configs use values an f32 holds exactly
 // (2^-20 and 10000): any other value would differ between the two by design, not by a bug.

@@ -17,6 +17,7 @@
 #include "keel/ops/elementwise.h"
 #include "keel/plan/planner.h"
 #include "keel/util/error.h"
+#include "logits_support.h"
 #include "test_support.h"
 
 namespace keel {
@@ -24,18 +25,7 @@ namespace {
 
 std::filesystem::path shared(const std::string& rel) { return test::shared_dir() / rel; }
 
-// The logits of every position of `tokens`, run as keel serves (paged KV pool, `full` policy).
-std::vector<float> all_logits(const ModelWeights& w, const std::vector<int32_t>& tokens) {
-  ThreadPool pool(2);
-  Transformer model(w, pool);
-  StandaloneSequence seq(w.spec, static_cast<int64_t>(tokens.size()) + 1);
-  std::vector<int64_t> rows(tokens.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-  const std::vector<chat::Role> roles(tokens.size(), chat::Role::user);
-  std::vector<float> logits(tokens.size() * static_cast<size_t>(w.spec.vocab_size));
-  forward_tokens(model, seq.sequence(), tokens, roles, rows, logits);
-  return logits;
-}
+using test::all_logits;
 
 std::string error_of(const std::function<void()>& f) {
   try {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "keel/arch/family.h"
+#include "keel/arch/gguf_keys.h"
 #include "keel/arch/model_loader.h"
 #include "keel/util/error.h"
 
@@ -13,11 +14,12 @@ namespace keel::arch {
 namespace {
 
 using nlohmann::json;
+namespace gk = gguf_keys;
 
 const Family& family_of(const gguf::File& f) {
-  const std::string arch = f.require_string("general.architecture", "names the model's architecture");
+  const std::string arch = f.require_string(gk::kArchitecture, "names the model's architecture");
   if (const Family* family = find_gguf_family(arch)) return *family;
-  f.fail("general.architecture", "'" + arch + "' is not supported (supported: " + gguf_architecture_list() + ")");
+  f.fail(gk::kArchitecture, "'" + arch + "' is not supported (supported: " + gguf_architecture_list() + ")");
 }
 
 // The layers whose FFN is dense though the model has experts (Qwen's mlp_only_layers): GGUF
@@ -33,22 +35,23 @@ json dense_layers(const gguf::File& f, int64_t layers) {
 }
 
 // {arch}.rope.scaling.* as a config.json rope_scaling block; null for none.
-json rope_scaling(const gguf::File& f, const std::string& k) {
-  std::string type = f.optional_string(k + "rope.scaling.type").value_or("none");
-  std::optional<double> factor = f.optional_number(k + "rope.scaling.factor");
-  if (type == "none" && f.optional_number(k + "rope.scale_linear")) {  // the older key
+json rope_scaling(const gguf::File& f, std::string_view arch) {
+  auto K = [&](std::string_view suffix) { return gk::key(arch, suffix); };
+  std::string type = f.optional_string(K(gk::kRopeScalingType)).value_or("none");
+  std::optional<double> factor = f.optional_number(K(gk::kRopeScalingFactor));
+  if (type == "none" && f.optional_number(K(gk::kRopeScaleLinear))) {  // the older key
     type = "linear";
-    factor = f.optional_number(k + "rope.scale_linear");
+    factor = f.optional_number(K(gk::kRopeScaleLinear));
   }
   if (type == "none") return nullptr;
   json r = {{"rope_type", type}, {"factor", factor.value_or(1.0)}};
   if (type == "yarn") {
-    if (auto n = f.optional_int(k + "rope.scaling.original_context_length")) r["original_max_position_embeddings"] = *n;
-    if (auto b = f.optional_number(k + "rope.scaling.yarn_beta_fast")) r["beta_fast"] = *b;
-    if (auto b = f.optional_number(k + "rope.scaling.yarn_beta_slow")) r["beta_slow"] = *b;
+    if (auto n = f.optional_int(K(gk::kRopeScalingOriginalContext))) r["original_max_position_embeddings"] = *n;
+    if (auto b = f.optional_number(K(gk::kRopeScalingYarnBetaFast))) r["beta_fast"] = *b;
+    if (auto b = f.optional_number(K(gk::kRopeScalingYarnBetaSlow))) r["beta_slow"] = *b;
     r["truncate"] = true;  // GGUF has no such key; llama.cpp always rounds the correction range
   } else if (type != "linear") {
-    f.fail(k + "rope.scaling.type", "'" + type + "' is not supported (none, linear, yarn)");
+    f.fail(K(gk::kRopeScalingType), "'" + type + "' is not supported (none, linear, yarn)");
   }
   return r;
 }
@@ -57,25 +60,25 @@ json rope_scaling(const gguf::File& f, const std::string& k) {
 
 ConfigView gguf_config(const gguf::File& f) {
   const Family& family = family_of(f);
-  const std::string k = std::string(family.gguf_architecture) + ".";
+  auto K = [&](std::string_view suffix) { return gk::key(family.gguf_architecture, suffix); };
   const gguf::Header& h = f.header();
   json c;
   c["model_type"] = family.model_type;
-  c["hidden_size"] = f.require_int(k + "embedding_length", "needed for the hidden size");
-  const int64_t layers = f.require_int(k + "block_count", "needed for the layer count");
+  c["hidden_size"] = f.require_int(K(gk::kEmbeddingLength), "needed for the hidden size");
+  const int64_t layers = f.require_int(K(gk::kBlockCount), "needed for the layer count");
   c["num_hidden_layers"] = layers;
-  const int64_t heads = f.require_int(k + "attention.head_count", "needed for the attention shape");
+  const int64_t heads = f.require_int(K(gk::kHeadCount), "needed for the attention shape");
   c["num_attention_heads"] = heads;
-  c["num_key_value_heads"] = f.optional_int(k + "attention.head_count_kv").value_or(heads);
-  if (auto key = f.optional_int(k + "attention.key_length")) {
-    if (auto value = f.optional_int(k + "attention.value_length"); value && *value != *key)
-      f.fail(k + "attention.value_length", "differs from attention.key_length; keel runs equal key and value sizes");
+  c["num_key_value_heads"] = f.optional_int(K(gk::kHeadCountKv)).value_or(heads);
+  if (auto key = f.optional_int(K(gk::kKeyLength))) {
+    if (auto value = f.optional_int(K(gk::kValueLength)); value && *value != *key)
+      f.fail(K(gk::kValueLength), "differs from attention.key_length; keel runs equal key and value sizes");
     c["head_dim"] = *key;
   }
-  if (auto n = f.optional_int(k + "context_length")) c["max_position_embeddings"] = *n;
-  if (auto eps = f.optional_number(k + "attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
-  if (auto theta = f.optional_number(k + "rope.freq_base")) c["rope_theta"] = *theta;
-  c["rope_scaling"] = rope_scaling(f, k);
+  if (auto n = f.optional_int(K(gk::kContextLength))) c["max_position_embeddings"] = *n;
+  if (auto eps = f.optional_number(K(gk::kRmsEpsilon))) c["rms_norm_eps"] = *eps;
+  if (auto theta = f.optional_number(K(gk::kRopeFreqBase))) c["rope_theta"] = *theta;
+  c["rope_scaling"] = rope_scaling(f, family.gguf_architecture);
 
   const gguf::Tensor* embed = h.find_tensor("token_embd.weight");
   if (!embed || embed->dims.size() != 2) throw Error(f.path().string() + ": tensor 'token_embd.weight' is missing or not 2-D");
@@ -83,11 +86,11 @@ ConfigView gguf_config(const gguf::File& f) {
   c["tie_word_embeddings"] = h.find_tensor("output.weight") == nullptr;
   c["attention_bias"] = h.find_tensor("blk.0.attn_q.bias") != nullptr;
 
-  const std::optional<int64_t> experts = f.optional_int(k + "expert_count");
-  const std::optional<int64_t> ffn = f.optional_int(k + "feed_forward_length");
+  const std::optional<int64_t> experts = f.optional_int(K(gk::kExpertCount));
+  const std::optional<int64_t> ffn = f.optional_int(K(gk::kFeedForwardLength));
   if (experts && *experts > 0) {
-    const int64_t used = f.require_int(k + "expert_used_count", "needed to route tokens to experts");
-    const int64_t expert_ffn = f.optional_int(k + "expert_feed_forward_length").value_or(ffn.value_or(0));
+    const int64_t used = f.require_int(K(gk::kExpertUsedCount), "needed to route tokens to experts");
+    const int64_t expert_ffn = f.optional_int(K(gk::kExpertFeedForwardLength)).value_or(ffn.value_or(0));
     if (family.model_type == "gpt_oss") {
       c["num_local_experts"] = *experts;
       c["intermediate_size"] = expert_ffn;
@@ -95,7 +98,7 @@ ConfigView gguf_config(const gguf::File& f) {
       c["num_experts"] = *experts;
       c["moe_intermediate_size"] = expert_ffn;
       if (ffn) c["intermediate_size"] = *ffn;
-      c["norm_topk_prob"] = f.optional_bool(k + "expert_weights_norm").value_or(true);
+      c["norm_topk_prob"] = f.optional_bool(K(gk::kExpertWeightsNorm)).value_or(true);
       c["mlp_only_layers"] = dense_layers(f, layers);
     }
     c["num_experts_per_tok"] = used;
@@ -103,11 +106,11 @@ ConfigView gguf_config(const gguf::File& f) {
     c["intermediate_size"] = *ffn;
   }
 
-  if (auto window = f.optional_int(k + "attention.sliding_window")) {
+  if (auto window = f.optional_int(K(gk::kSlidingWindow))) {
     c["sliding_window"] = *window;
     // llama.cpp's swa pattern n: layer i slides unless i % n == n - 1 (the last of each n is full).
-    if (auto pattern = f.optional_int(k + "attention.sliding_window_pattern")) {
-      if (*pattern < 1) f.fail(k + "attention.sliding_window_pattern", "must be at least 1");
+    if (auto pattern = f.optional_int(K(gk::kSlidingWindowPattern))) {
+      if (*pattern < 1) f.fail(K(gk::kSlidingWindowPattern), "must be at least 1");
       json types = json::array();
       for (int64_t i = 0; i < layers; ++i) types.push_back(i % *pattern < *pattern - 1 ? "sliding_attention" : "full_attention");
       c["layer_types"] = types;
@@ -151,8 +154,8 @@ void adjust_for_gguf(const gguf::File& f, ModelSpec& spec) {
     l.rope.interleaved = llama;
     if (!freqs) continue;
     if (l.rope.scaling.kind != RopeScaling::Kind::None)
-      throw Error(f.path().string() + ": tensor 'rope_freqs.weight' and key '" + std::string(family_of(f).gguf_architecture) +
-                  ".rope.scaling.type' both scale the rope");
+      throw Error(f.path().string() + ": tensor 'rope_freqs.weight' and key '" +
+                  gk::key(family_of(f).gguf_architecture, gk::kRopeScalingType) + "' both scale the rope");
     l.rope.scaling.kind = RopeScaling::Kind::Factors;
     l.rope.scaling.factors = rope_factors(f, *freqs, l.head_dim);
   }

@@ -54,6 +54,23 @@ const uint16_t* activations_bf16(const float* x, int64_t count) {
   return x_bf16.data();
 }
 
+// The packed-code kernels' two phases: the activations prepared in the calling thread's buffer,
+// by blocks of tokens across the pool (inline when few), then each task's rows multiplied (the
+// workers only read the buffer).
+template <typename Prepare, typename Multiply>
+void prepared_product(ThreadPool& pool, int64_t n_tokens, size_t tasks, Prepare prepare, Multiply multiply) {
+  constexpr int64_t kTokensPerTask = 8;
+  if (n_tokens <= kTokensPerTask) {
+    prepare(0, n_tokens);
+  } else {
+    pool.parallel_for(static_cast<size_t>((n_tokens + kTokensPerTask - 1) / kTokensPerTask), [&](size_t task, int) {
+      const int64_t t0 = static_cast<int64_t>(task) * kTokensPerTask;
+      prepare(t0, std::min(n_tokens, t0 + kTokensPerTask));
+    });
+  }
+  pool.parallel_for(tasks, [&](size_t task, int) { multiply(task); });
+}
+
 }  // namespace
 
 void decode_row(const Matrix& w, int64_t row, float* out) {
@@ -130,48 +147,34 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   }
 
   // MLX weights with AVX512_BF16: raw codes times bf16 activations, scale and bias per group
-  // (mlx_bf16_x86.h). The caller's thread owns the activations; workers only read them.
+  // (mlx_bf16_x86.h).
   if ((w.format == WeightFormat::MLX4 || w.format == WeightFormat::MLX8) && mlx_bf16_supported(mlx_rows(w))) {
     const MlxRows m = mlx_rows(w);
     thread_local MlxBf16Activations caller_act;
     MlxBf16Activations& act = caller_act;  // a lambda naming the thread_local would get its worker's own
     size_mlx_bf16_activations(m, n_tokens, act);
-    constexpr int64_t kTokensPerTask = 8;
-    if (n_tokens <= kTokensPerTask) {
-      prepare_mlx_bf16_activations(m, x, 0, n_tokens, act);
-    } else {
-      pool.parallel_for(static_cast<size_t>((n_tokens + kTokensPerTask - 1) / kTokensPerTask), [&](size_t task, int) {
-        const int64_t t0 = static_cast<int64_t>(task) * kTokensPerTask;
-        prepare_mlx_bf16_activations(m, x, t0, std::min(n_tokens, t0 + kTokensPerTask), act);
-      });
-    }
-    pool.parallel_for(tasks, [&](size_t task, int) {
-      auto [r0, r1] = rows_of(task);
-      gemm_mlx_bf16(m, act, n_tokens, r0, r1, y + r0, w.rows);
-    });
+    prepared_product(
+        pool, n_tokens, tasks, [&](int64_t t0, int64_t t1) { prepare_mlx_bf16_activations(m, x, t0, t1, act); },
+        [&](size_t task) {
+          auto [r0, r1] = rows_of(task);
+          gemm_mlx_bf16(m, act, n_tokens, r0, r1, y + r0, w.rows);
+        });
     return;
   }
 
   // ggml block formats with AVX512_BF16: raw codes times bf16 activations, scales per block or
-  // sub-block (ggml_bf16_x86.h); as for MLX, the caller's thread owns the activations.
+  // sub-block (ggml_bf16_x86.h).
   if (is_ggml_block_format(w.format) && ggml_bf16_supported(w.format)) {
     const GgmlRows g = ggml_rows(w);
     thread_local GgmlBf16Activations caller_act;
-    GgmlBf16Activations& act = caller_act;  // a lambda naming the thread_local would get its worker's own
+    GgmlBf16Activations& act = caller_act;
     size_ggml_bf16_activations(g, n_tokens, act);
-    constexpr int64_t kTokensPerTask = 8;
-    if (n_tokens <= kTokensPerTask) {
-      prepare_ggml_bf16_activations(g, x, 0, n_tokens, act);
-    } else {
-      pool.parallel_for(static_cast<size_t>((n_tokens + kTokensPerTask - 1) / kTokensPerTask), [&](size_t task, int) {
-        const int64_t t0 = static_cast<int64_t>(task) * kTokensPerTask;
-        prepare_ggml_bf16_activations(g, x, t0, std::min(n_tokens, t0 + kTokensPerTask), act);
-      });
-    }
-    pool.parallel_for(tasks, [&](size_t task, int) {
-      auto [r0, r1] = rows_of(task);
-      gemm_ggml_bf16(g, act, n_tokens, r0, r1, y + r0, w.rows);
-    });
+    prepared_product(
+        pool, n_tokens, tasks, [&](int64_t t0, int64_t t1) { prepare_ggml_bf16_activations(g, x, t0, t1, act); },
+        [&](size_t task) {
+          auto [r0, r1] = rows_of(task);
+          gemm_ggml_bf16(g, act, n_tokens, r0, r1, y + r0, w.rows);
+        });
     return;
   }
 
