@@ -105,7 +105,7 @@ TEST_F(BrokenModel, UnknownArchitecture) {
 
 TEST_F(BrokenModel, UnsupportedDtype) {
   edit_header([](json& h) { h["model.layers.0.self_attn.q_proj.weight"]["dtype"] = "I16"; });
-  expect_failure({"model.safetensors", "model.layers.0.self_attn.q_proj.weight", "dtype I16 is not supported"});
+  expect_failure({"model.safetensors", "model.layers.0.self_attn.q_proj.weight", "type I16 is not supported"});
 }
 
 TEST_F(BrokenModel, MissingConfigKey) {
