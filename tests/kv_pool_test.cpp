@@ -14,6 +14,7 @@
 #include "keel/kv/kv_pool.h"
 #include "keel/model/weights.h"
 #include "keel/util/error.h"
+#include "kv_reuse_support.h"
 #include "test_support.h"
 
 namespace keel::kv {
@@ -21,51 +22,12 @@ namespace {
 
 using chat::Role;
 
-struct Conversation {
-  std::vector<int32_t> ids;
-  std::vector<Role> roles;
-  int64_t size() const { return static_cast<int64_t>(ids.size()); }
-};
-
-Conversation random_conversation(std::mt19937& rng, int64_t n, int64_t vocab) {
-  Conversation c;
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
-  std::uniform_int_distribution<int> role(0, static_cast<int>(chat::kRoleCount) - 1), run(1, 40);
-  while (c.size() < n) {
-    const auto r = static_cast<Role>(role(rng));
-    for (int i = run(rng); i > 0 && c.size() < n; --i) {
-      c.ids.push_back(token(rng));
-      c.roles.push_back(r);
-    }
-  }
-  return c;
-}
-
-std::vector<float> run_rest(Transformer& model, KvSequence& seq, const Conversation& c, int64_t chunk) {
-  std::vector<float> logits(static_cast<size_t>(model.spec().vocab_size));
-  for (int64_t at = seq.size(); at < c.size(); at += chunk) {
-    const auto len = static_cast<size_t>(std::min(chunk, c.size() - at));
-    const auto ids = std::span<const int32_t>(c.ids).subspan(static_cast<size_t>(at), len);
-    seq.append_tokens(ids, std::span<const Role>(c.roles).subspan(static_cast<size_t>(at), len));
-    const int64_t row = static_cast<int64_t>(len) - 1;
-    const bool last = at + static_cast<int64_t>(len) == c.size();
-    model.forward(ids, seq, last ? std::span<const int64_t>(&row, 1) : std::span<const int64_t>(), logits.data());
-  }
-  return logits;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-constexpr int64_t kBudget = int64_t{64} << 20;
-
-struct Model {
-  explicit Model(const char* name) : weights(arch::load_model(test::shared_dir() / "models" / name)), model(weights, pool) {}
-  ModelWeights weights;
-  ThreadPool pool{2};
-  Transformer model;
-};
+using reuse::Conversation;
+using reuse::kBudget;
+using reuse::Model;
+using reuse::random_conversation;
+using reuse::run_rest;
+using reuse::same_bits;
 
 // Complete blocks out of the window of the last position whose format is below bf16: what one
 // sequence of these roles quantizes, once per layer.

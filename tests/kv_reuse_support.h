@@ -1,6 +1,6 @@
 #pragma once
 // Random conversations run through a KV pool, shared by the tests of prefix reuse (RAM and disk):
-// token ids and role runs, a forward pass over the rest of a conversation in chunks, and the fresh
+// token ids and role runs, a model to run them on, a forward pass over the rest of a conversation in chunks, and the fresh
 // prefill every reuse must reproduce bit for bit. Test-only; one test thread.
 #include <gtest/gtest.h>
 
@@ -11,9 +11,11 @@
 #include <span>
 #include <vector>
 
+#include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
 #include "keel/chat/chat_roles.h"
 #include "keel/kv/kv_pool.h"
+#include "test_support.h"
 
 namespace keel::kv::reuse {
 
@@ -42,6 +44,12 @@ inline void add_random_turns(Conversation& c, std::mt19937& rng, int64_t n, int6
   }
 }
 
+inline Conversation random_conversation(std::mt19937& rng, int64_t n, int64_t vocab) {
+  Conversation c;
+  add_random_turns(c, rng, n, vocab);
+  return c;
+}
+
 // Runs c's tokens from seq.size() on, `chunk` per forward pass; the logits after the last one.
 inline std::vector<float> run_rest(Transformer& model, KvSequence& seq, const Conversation& c, int64_t chunk) {
   std::vector<float> logits(static_cast<size_t>(model.spec().vocab_size));
@@ -61,6 +69,14 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 }
 
 inline constexpr int64_t kBudget = int64_t{64} << 20;
+
+// A shared model folder loaded with a transformer of its own on two threads.
+struct Model {
+  explicit Model(const char* name) : weights(arch::load_model(test::shared_dir() / "models" / name)), model(weights, pool) {}
+  ModelWeights weights;
+  ThreadPool pool{2};
+  Transformer model;
+};
 
 // A fresh pool with nothing cached: the reference every reuse must reproduce bit for bit.
 inline std::vector<float> fresh_logits(Transformer& model, const KvPolicy& policy, const Conversation& c) {
