@@ -250,7 +250,8 @@ TEST(GgufModel, PlanCountsTheFilesTensorsAndReadsItsTemplate) {
   r.context = 4096;
   const plan::Plan p = plan::plan_model(r);
   uint64_t tensor_bytes = 0;
-  for (const auto& t : gguf::File(path).header().tensors) tensor_bytes += t.bytes;
+  const gguf::File file(path);  // named: a temporary's tensors would be gone before the loop ran
+  for (const auto& t : file.header().tensors) tensor_bytes += t.bytes;
   EXPECT_EQ(p.weight_bytes, tensor_bytes);
   EXPECT_EQ(p.architecture, "GGUF qwen2");
   ASSERT_TRUE(p.gates.template_source.has_value());
