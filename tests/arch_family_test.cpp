@@ -35,13 +35,13 @@ std::string refusal(const ConfigView& config) {
 }
 
 TEST(ArchFamily, RegistryFindsEachFamilyByModelType) {
-  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt_oss", "gemma3_text", "gemma4_text"}) {
+  for (const char* type : {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "gpt_oss", "gemma3_text", "gemma4_text"}) {
     const arch::Family* f = arch::find_family(type);
     ASSERT_NE(f, nullptr) << type;
     EXPECT_EQ(f->model_type, type);
   }
   EXPECT_EQ(arch::find_family("gpt2"), nullptr);
-  EXPECT_EQ(arch::family_list(), "gemma3_text, gemma4_text, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe");
+  EXPECT_EQ(arch::family_list(), "gemma3_text, gemma4_text, gpt_oss, llama, mistral, qwen2, qwen3, qwen3_moe, qwen3_next");
 }
 
 TEST(ArchFamily, DenseQwenLayersFollowTheirFamily) {
@@ -100,12 +100,19 @@ TEST(ArchFamily, NestedTextConfigIsRead) {
 }
 
 TEST(ArchFamily, UnsupportedFeaturesAreRefusedByConfigKey) {
-  EXPECT_NE(refusal(model_config("tiny-qwen3next-random")).find("model_type 'qwen3_next' is not supported"),
-            std::string::npos);
   // Known family, unsupported feature: the message names the key.
   ConfigView moe(nlohmann::json::parse(test::read_text(test::shared_dir() / "models/tiny-qwen3-random/config.json")),
                  "config.json");
   nlohmann::json j = moe.root();
+  j["model_type"] = "mamba";
+  EXPECT_NE(refusal(ConfigView(j, "config.json")).find("model_type 'mamba' is not supported"), std::string::npos);
+  j = moe.root();
+  j["full_attention_interval"] = 2;  // linear layers in a family without them
+  j["linear_num_value_heads"] = 4, j["linear_num_key_heads"] = 2, j["linear_key_head_dim"] = 16;
+  j["linear_value_head_dim"] = 16, j["linear_conv_kernel_dim"] = 4;
+  EXPECT_NE(refusal(ConfigView(j, "config.json")).find("key 'full_attention_interval': linear attention in qwen3 is not supported yet"),
+            std::string::npos);
+  j = moe.root();
   j["num_experts"] = 8;
   j["num_experts_per_tok"] = 2;
   EXPECT_NE(refusal(ConfigView(j, "config.json")).find("key 'num_experts': a mixture-of-experts FFN in qwen3 is not supported yet"),

@@ -43,7 +43,7 @@ TEST(PlanKvPolicy, ParsesNamesAndRejectsOthers) {
 plan::AttentionLayout one_layer(keel::AttentionKind kind, int64_t window) {
   plan::AttentionLayout layout;
   layout.num_layers = 1;
-  layout.groups.push_back({plan::LayerShape{kind, {{1, 32}}, window, 0, ""}, 1});
+  layout.groups.push_back({plan::LayerShape{kind, {{1, 32}}, window, 0, 0, ""}, 1});
   return layout;
 }
 

@@ -108,16 +108,24 @@ TEST(PlanRealConfigs, Qwen3Next_HybridCountsOnlyTheFullAttentionLayers) {
   // 12 layers x 2 KV heads x head_dim 256 (not 48 layers: that would be 4x too much).
   EXPECT_EQ(growing(m, KvFormat::BF16), 2 * 12 * 2 * 256 * 2);  // 24,576
   EXPECT_EQ(growing(m, KvFormat::BF16), 24576);
-  // Linear layers: a fixed f32 state per layer of
+  // Linear layers: a snapshot of the f32 state per layer is
   //   32 value heads x 128 (key dim) x 128 (value dim)                 = 524,288
   //   + conv (kernel 4 - 1) x (2 x 16 key heads x 128 + 32 x 128)      =  24,576
-  //   = 548,864 elements x 4 bytes = 2,195,456 bytes, x 36 layers     = 79,036,416
-  EXPECT_EQ(group_of(m, keel::AttentionKind::Linear).shape.fixed_state_bytes, (524288 + 3 * 8192) * 4);
-  EXPECT_EQ(plan::fixed_state_bytes(m.layout), 79036416u);
-  // The state does not grow with the context and does not depend on the policy. The KV pool stores
-  // whole blocks of 16 tokens: 1,000 tokens take 63 blocks, 1,008 tokens' worth.
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 1000), 79036416u + 24576u * 1008);
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Int8, 0), 79036416u);
+  //   = 548,864 elements x 4 bytes = 2,195,456 bytes, x 36 layers     = 79,036,416;
+  // live, a sequence also holds its current tile (16 tokens): conv inputs 16 x 8,192 and per value
+  // head 16 keys, 16 corrected values and 16 decays (16 x 257 x 32 = 131,584):
+  //   548,864 + 131,072 + 131,584 = 811,520 elements = 3,246,080 bytes, x 36 = 116,858,880.
+  const uint64_t snapshot = 79036416u, live = 116858880u;
+  EXPECT_EQ(group_of(m, keel::AttentionKind::Linear).shape.snapshot_bytes, (524288 + 3 * 8192) * 4);
+  EXPECT_EQ(group_of(m, keel::AttentionKind::Linear).shape.fixed_state_bytes, 811520 * 4);
+  EXPECT_EQ(plan::fixed_state_bytes(m.layout), live);
+  // The state does not grow with the context and does not depend on the policy; a sequence keeps
+  // at most its latest snapshot, its branch point and one per 128 blocks. The KV pool stores whole
+  // blocks of 16 tokens: 1,000 tokens take 63 blocks, 1,008 tokens' worth.
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 1000), live + 2 * snapshot + 24576u * 1008);
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Int8, 0), live);
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 4096),
+            live + (2 + 2) * snapshot + 24576u * 4096);  // 256 blocks: two interval snapshots
 }
 
 TEST(PlanRealConfigs, DeepSeekV3_MlaCachesTheLatentOnce) {

@@ -47,7 +47,19 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
   resize(ws.q, n * qd);
   resize(ws.k, n * kvd);
   resize(ws.v, n * kvd);
-  ops::matmul(w.wq, ws.h.data(), n, ws.q.data(), pool);
+  if (ls.gated_attention) {
+    // (n, heads, [query | gate]) -> q (n, heads, head_dim) and the gate beside it.
+    resize(ws.attn_gate, n * 2 * qd);
+    ops::matmul(w.wq, ws.h.data(), n, ws.attn_gate.data(), pool);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < ls.num_heads; ++h) {
+        const float* both = ws.attn_gate.data() + t * 2 * qd + h * 2 * hd;
+        std::copy_n(both, hd, ws.q.data() + t * qd + h * hd);
+        std::copy_n(both + hd, hd, ws.attn_gate.data() + t * qd + h * hd);  // never ahead of what it reads
+      }
+  } else {
+    ops::matmul(w.wq, ws.h.data(), n, ws.q.data(), pool);
+  }
   ops::matmul(w.wk, ws.h.data(), n, ws.k.data(), pool);
   if (ls.values_are_keys)
     std::copy_n(ws.k.data(), n * kvd, ws.v.data());  // before k's norm and rope
@@ -111,6 +123,8 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
     if (!queries.empty()) ws.rows[static_cast<size_t>(t0)].cache->attend(layer, kv_head, queries, task_params);
   });
 
+  if (ls.gated_attention)
+    for (int64_t i = 0; i < n * qd; ++i) ws.attn[static_cast<size_t>(i)] *= ops::sigmoid(ws.attn_gate[static_cast<size_t>(i)]);
   ops::matmul(w.wo, ws.attn.data(), n, ws.h.data(), pool);
   if (!w.bo.empty())
     for (int64_t t = 0; t < n; ++t) ops::add_inplace(ws.h.data() + t * d, w.bo.data(), d);
@@ -245,6 +259,28 @@ void run_routed_experts(const ModelSpec& s, const LayerSpec& ls, const LayerWeig
   }
 }
 
+// ws.moe_out (n, dim) += sigmoid(shared_expert_gate . h) * shared_expert(h) for the expert inputs
+// ws.h (n, dim): Qwen's shared expert, which every token runs.
+void add_shared_expert(const ModelSpec& s, const MoeSpec& moe, const LayerWeights& w, int64_t n, ThreadPool& pool,
+                       Workspace& ws) {
+  const int64_t d = s.hidden_size, ff = moe.shared_expert_ffn_dim;
+  resize(ws.gate, n * ff);
+  resize(ws.up, n * ff);
+  resize(ws.dense, n * d);
+  std::vector<float> gate(static_cast<size_t>(n));  // (n, 1)
+  ops::matmul(w.shared_expert.gate, ws.h.data(), n, ws.gate.data(), pool);
+  ops::matmul(w.shared_expert.up, ws.h.data(), n, ws.up.data(), pool);
+  ops::gated_activation(Activation::Silu, ws.gate.data(), ws.up.data(), n * ff, ws.gate.data());
+  ops::matmul(w.shared_expert.down, ws.gate.data(), n, ws.dense.data(), pool);
+  ops::matmul(w.shared_expert_gate, ws.h.data(), n, gate.data(), pool);
+  for (int64_t t = 0; t < n; ++t) {
+    const float g = ops::sigmoid(gate[static_cast<size_t>(t)]);
+    float* out = ws.moe_out.data() + t * d;
+    const float* y = ws.dense.data() + t * d;
+    for (int64_t j = 0; j < d; ++j) out[j] += g * y[j];
+  }
+}
+
 // Gemma 4: x += post_norm(post_dense_norm(dense(pre_norm(x))) + post_moe_norm(experts(pre_moe_norm(x))))
 // with the router reading x RMS-normed without weight, times router_scale and 1/sqrt(dim).
 void dense_and_moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n,
@@ -283,6 +319,7 @@ void moe_ffn_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& 
   ops::matmul(w.router, ws.h.data(), n, ws.router.data(), pool);
   if (!w.router_bias.empty()) add_rows(ws.router.data(), n, w.router_bias);
   run_routed_experts(s, ls, w, n, pool, ws);
+  if (ls.moe->shared_expert_ffn_dim) add_shared_expert(s, *ls.moe, w, n, pool, ws);
   ops::add_inplace(ws.x.data(), ws.moe_out.data(), n * s.hidden_size);
 }
 

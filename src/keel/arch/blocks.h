@@ -34,6 +34,7 @@ struct Workspace {
   std::vector<float> q;           // (n, q_dim)
   std::vector<float> k, v;        // (n, kv_dim)
   std::vector<float> attn;        // (n, q_dim) attention output before the output projection
+  std::vector<float> attn_gate;   // gated attention: (n, 2 q_dim) q_proj's output, then (n, q_dim) the gate
   std::vector<float> gate, up;    // (n, ffn)
   std::vector<std::pair<int64_t, int64_t>> attention_rows;  // [first, end) row blocks of one sequence each
   // Mixture of experts
@@ -43,7 +44,17 @@ struct Workspace {
   std::vector<int64_t> expert_tokens;  // (m) the tokens one expert runs
   std::vector<float> expert_in;     // (m, dim) their normed inputs
   std::vector<float> moe_out;       // (n, dim) the weighted sum of the experts' outputs
-  std::vector<float> dense;         // (n, dim) the dense branch beside the experts (Gemma 4)
+  std::vector<float> dense;         // (n, dim) the dense branch beside the experts, or the shared expert's output
+  // Linear attention (arch/linear_attention.h)
+  struct {
+    std::vector<float> qkvz;    // (n, 2 keys + 2 values) in_proj_qkvz's output, grouped per key head
+    std::vector<float> ba;      // (n, 2 value_heads) in_proj_ba's output, grouped per key head
+    std::vector<float> mixed;   // (n, channels) the conv's input [q | k | v]
+    std::vector<float> qkv;     // (n, channels) its output, q and k then normalised
+    std::vector<float> z;       // (n, values) the output gate
+    std::vector<float> g, beta;  // (n, value_heads) log decay and update strength
+    std::vector<float> core;    // (n, values) the delta rule's output
+  } linear;
 };
 
 // out[t] = norm(in[t]) for `n` rows of the model's width.

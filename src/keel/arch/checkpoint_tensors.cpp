@@ -72,6 +72,25 @@ void experts(TensorList& t, const ModelSpec& s, const MoeSpec& moe, const Tensor
   }
 }
 
+// load_ffn(): dense, experts and a shared expert, or both (Gemma 4).
+void ffn(TensorList& t, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n, const std::string& p, bool mlx_stacked) {
+  const int64_t d = s.hidden_size;
+  if (ls.moe) {
+    experts(t, s, *ls.moe, n, p, mlx_stacked);
+    if (const int64_t ff = ls.moe->shared_expert_ffn_dim) {
+      const std::string x = p + n.shared_expert;
+      t.matrix(x + n.expert_gate, ff, d);
+      t.matrix(x + n.expert_up, ff, d);
+      t.matrix(x + n.expert_down, d, ff);
+      t.matrix(p + n.shared_expert_gate, 1, d);
+    }
+    if (!ls.moe->beside_dense) return;
+  }
+  t.matrix(p + n.gate, ls.ffn_dim, d);
+  t.matrix(p + n.up, ls.ffn_dim, d);
+  t.matrix(p + n.down, d, ls.ffn_dim);
+}
+
 void layer(TensorList& t, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n, int64_t i, bool mlx_stacked) {
   const std::string p = n.layer_prefix + std::to_string(i) + ".";
   const int64_t d = s.hidden_size;
@@ -81,7 +100,21 @@ void layer(TensorList& t, const ModelSpec& s, const LayerSpec& ls, const TensorN
     t.vector(p + n.post_attn_norm + ".weight", {d});
     t.vector(p + n.post_ffn_norm + ".weight", {d});
   }
-  t.matrix(p + n.q, ls.q_dim(), d);
+  if (ls.attention == AttentionKind::Linear) {  // load_linear_attention
+    const LinearAttentionDims& a = *ls.linear;
+    const int64_t keys = a.key_heads * a.key_head_dim, values = a.value_heads * a.value_head_dim;
+    const std::string x = p + n.linear_attn;
+    t.matrix(x + "in_proj_qkvz", 2 * keys + 2 * values, d);
+    t.matrix(x + "in_proj_ba", 2 * a.value_heads, d);
+    t.vector(x + "conv1d.weight", {2 * keys + values, 1, a.conv_kernel});
+    t.vector(x + "A_log", {a.value_heads});
+    t.vector(x + "dt_bias", {a.value_heads});
+    t.vector(x + "norm.weight", {a.value_head_dim});
+    t.matrix(x + "out_proj", d, values);
+    ffn(t, s, ls, n, p, mlx_stacked);
+    return;
+  }
+  t.matrix(p + n.q, ls.gated_attention ? 2 * ls.q_dim() : ls.q_dim(), d);
   t.matrix(p + n.k, ls.kv_dim(), d);
   if (!ls.values_are_keys) t.matrix(p + n.v, ls.kv_dim(), d);
   t.matrix(p + n.o, d, ls.q_dim());
@@ -97,13 +130,7 @@ void layer(TensorList& t, const ModelSpec& s, const LayerSpec& ls, const TensorN
   }
   if (ls.attention_sinks) t.vector(p + n.attention_sinks, {ls.num_heads});
   if (ls.layer_scalar) t.vector(p + n.layer_scalar, {1});
-  if (ls.moe) {
-    experts(t, s, *ls.moe, n, p, mlx_stacked);
-    if (!ls.moe->beside_dense) return;
-  }
-  t.matrix(p + n.gate, ls.ffn_dim, d);
-  t.matrix(p + n.up, ls.ffn_dim, d);
-  t.matrix(p + n.down, d, ls.ffn_dim);
+  ffn(t, s, ls, n, p, mlx_stacked);
 }
 
 }  // namespace

@@ -31,6 +31,9 @@ struct Family {
   // reads this family from Hugging Face folders only.
   std::string_view gguf_architecture = {};
   TensorNames (*gguf_tensor_names)() = nullptr;
+  // Qwen3-Next: Gated DeltaNet layers (AttentionKind::Linear) and a shared expert beside the routed ones.
+  bool linear_attention = false;
+  bool shared_expert = false;
 };
 
 // The tensor names llama.cpp's converter gives every decoder (token_embd, output_norm, output,

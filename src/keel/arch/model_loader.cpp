@@ -20,13 +20,16 @@ void check_runnable(const ConfigView& c, const ModelSpec& s, const Family& famil
       case AttentionKind::Sliding: break;
       case AttentionKind::Mla: unsupported(c, "kv_lora_rank", "multi-head latent attention (MLA)");
       case AttentionKind::Linear:
-        unsupported(c, c.has("layer_types") ? "layer_types" : "full_attention_interval", "linear attention");
+        if (!family.linear_attention)
+          unsupported(c, c.has("layer_types") ? "layer_types" : "full_attention_interval",
+                      "linear attention in " + std::string(family.model_type));
+        break;
       case AttentionKind::SharedKv: unsupported(c, "num_kv_shared_layers", "sharing KV between layers");
     }
     if (l.moe && !family.mixture_of_experts)
       unsupported(c, c.has("num_experts") ? "num_experts" : "num_local_experts",
                   "a mixture-of-experts FFN in " + std::string(family.model_type));
-    if (l.moe && l.moe->shared_expert_ffn_dim)
+    if (l.moe && l.moe->shared_expert_ffn_dim && !family.shared_expert)
       unsupported(c, c.has("n_shared_experts") ? "n_shared_experts" : "shared_expert_intermediate_size", "a shared expert");
     if (l.rope.scaling.kind == RopeScaling::Kind::Unsupported)
       throw Error(c.label() + ": rope_scaling type '" + l.rope.scaling.unsupported_type +

@@ -5,10 +5,10 @@
 namespace keel::arch {
 
 // One line per family; each is defined in its own file (llama.cpp, qwen2.cpp, ...).
-extern const Family kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kGptOss, kGemma3Text, kGemma4Text;
+extern const Family kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kQwen3Next, kGptOss, kGemma3Text, kGemma4Text;
 
 namespace {
-constexpr const Family* kFamilies[] = {&kLlama, &kMistral, &kQwen2, &kQwen3, &kQwen3Moe, &kGptOss, &kGemma3Text, &kGemma4Text};
+constexpr const Family* kFamilies[] = {&kLlama, &kMistral, &kQwen2, &kQwen3, &kQwen3Moe, &kQwen3Next, &kGptOss, &kGemma3Text, &kGemma4Text};
 }  // namespace
 
 std::span<const Family* const> families() { return kFamilies; }

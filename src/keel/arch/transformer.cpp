@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "keel/arch/linear_attention.h"
 #include "keel/ops/matmul.h"
 #include "keel/util/error.h"
 
@@ -68,7 +69,10 @@ void Transformer::forward(std::span<const ForwardSegment> batch) {
   for (int64_t layer = 0; layer < s.num_layers; ++layer) {
     const LayerSpec& ls = s.layers[static_cast<size_t>(layer)];
     const LayerWeights& lw = w_.layers[static_cast<size_t>(layer)];
-    arch::attention_block(s, ls, lw, layer, *layer_rope_[static_cast<size_t>(layer)], n, pool_, ws_);
+    if (ls.attention == AttentionKind::Linear)
+      arch::linear_attention_block(s, ls, lw, layer, n, pool_, ws_);
+    else
+      arch::attention_block(s, ls, lw, layer, *layer_rope_[static_cast<size_t>(layer)], n, pool_, ws_);
     if (ls.moe)
       arch::moe_ffn_block(s, ls, lw, n, pool_, ws_);
     else

@@ -47,6 +47,13 @@ struct KvBlock {
 
   std::vector<KvGroupRows> groups;  // one per layer group
 
+  // Linear-attention models: the recurrent state right after the block's last token (a snapshot,
+  // KvLinearLayers' layout, f32), or empty. A reused prefix resumes only after a block whose
+  // snapshot is ready (written by every linear layer of a pass that completed).
+  std::vector<float> state;
+  bool state_ready = false;
+  bool state_kept = false;  // an interval snapshot or a branch point: stays while the block does
+
   int64_t holders = 0;    // sequences holding it
   int64_t children = 0;   // cached blocks naming it as parent (it cannot go before them)
   int64_t full_pins = 0;  // sequences that may still read or quantize its full-precision rows

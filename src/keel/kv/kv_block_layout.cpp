@@ -7,6 +7,7 @@ namespace keel::kv {
 KvBlockLayout::KvBlockLayout(const ModelSpec& spec, const KvPolicy& policy)
     : policy_(policy),
       groups_(kv_layer_groups(spec, policy.layer_split())),
+      linear_(kv_linear_layers(spec)),
       group_of_(static_cast<size_t>(spec.num_layers), -1),
       index_in_group_(static_cast<size_t>(spec.num_layers), -1) {
   for (size_t g = 0; g < groups_.size(); ++g)

@@ -31,6 +31,8 @@ class KvBlockLayout {
   int64_t layers() const { return static_cast<int64_t>(group_of_.size()); }
 
   const std::vector<KvLayerGroup>& groups() const { return groups_; }
+  // Linear-attention layers (no rows; a block may carry a snapshot of their state).
+  const KvLinearLayers& linear() const { return linear_; }
   int64_t group_count() const { return static_cast<int64_t>(groups_.size()); }
   const KvLayerGroup& group(int64_t g) const { return groups_[static_cast<size_t>(g)]; }
   int64_t group_of(int64_t layer) const { return group_of_[static_cast<size_t>(layer)]; }
@@ -60,7 +62,8 @@ class KvBlockLayout {
  private:
   KvPolicy policy_;
   std::vector<KvLayerGroup> groups_;
-  std::vector<int64_t> group_of_, index_in_group_;  // (layers)
+  KvLinearLayers linear_;
+  std::vector<int64_t> group_of_, index_in_group_;  // (layers); -1 for linear-attention layers
 };
 
 }  // namespace keel::kv

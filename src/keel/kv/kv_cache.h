@@ -11,6 +11,8 @@
 #include <span>
 
 #include "keel/ops/attention_params.h"
+#include "keel/ops/gated_delta_rule.h"
+#include "keel/util/error.h"
 
 namespace keel {
 
@@ -40,6 +42,16 @@ class KvCache {
 
   // Marks positions [0, n) as complete (after a forward pass) or drops everything from n on.
   virtual void set_size(int64_t n) = 0;
+
+  // Linear-attention (recurrent) layers keep no rows: the sequence's state of such a layer, which
+  // the forward pass advances in place (its position() runs ahead of size() during a pass).
+  virtual ops::LinearLayerState& linear_state(int64_t layer) {
+    throw InternalError("this KV cache keeps no linear-attention state (layer " + std::to_string(layer) + ")");
+  }
+  // Where the forward pass saves the state of `layer` when it reaches tile boundary `pos` (a
+  // multiple of ops::kDeltaTile, LinearLayerState::save()), or nullptr when the cache keeps no
+  // snapshot there. Asked on the forward pass's thread.
+  virtual float* linear_snapshot(int64_t /*layer*/, int64_t /*pos*/) { return nullptr; }
 };
 
 }  // namespace keel

@@ -154,7 +154,9 @@ int64_t kv_context_bytes(std::span<const KvGroupShape> unsplit, const KvPolicy& 
 }
 
 int64_t kv_context_bytes(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens, chat::Role role) {
-  return kv_context_bytes(kv_group_shapes(spec), policy, tokens, role);
+  const KvLinearLayers linear = kv_linear_layers(spec);
+  return kv_context_bytes(kv_group_shapes(spec), policy, tokens, role) + linear.live_bytes() +
+         kv_state_snapshots(tokens) * linear.snapshot_bytes();
 }
 
 int64_t kv_pass_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy, int64_t chunk) {

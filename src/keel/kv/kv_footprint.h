@@ -66,6 +66,8 @@ int64_t kv_sequence_bytes(const ModelSpec& spec, const KvPolicy& policy, std::sp
 // tokens, until the pass ends.)
 int64_t kv_context_bytes(std::span<const KvGroupShape> groups, const KvPolicy& policy, int64_t tokens,
                          chat::Role role = chat::Role::user);
+// From a spec, a linear-attention model's recurrent state counts too: the sequence's live state and
+// the snapshots it holds at most (kv_state_snapshots, at the default interval).
 int64_t kv_context_bytes(const ModelSpec& spec, const KvPolicy& policy, int64_t tokens,
                          chat::Role role = chat::Role::user);
 

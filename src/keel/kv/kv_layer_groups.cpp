@@ -1,6 +1,9 @@
 #include "keel/kv/kv_layer_groups.h"
 
+#include <algorithm>
 #include <string>
+
+#include "keel/kv/kv_window.h"
 
 #include "keel/util/error.h"
 
@@ -27,13 +30,13 @@ std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec, int64_t split_a
     throw Error("KV pool: the model spec has " + std::to_string(spec.layers.size()) + " layer descriptions for " +
                 std::to_string(spec.num_layers) + " layers");
   std::vector<KvLayerGroup> groups;
-  std::vector<int64_t> unstorable[3];  // Mla, Linear, SharedKv
+  std::vector<int64_t> unstorable[2];  // Mla, SharedKv
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const LayerSpec& l = spec.layers[static_cast<size_t>(i)];
     switch (l.attention) {
       case AttentionKind::Mla: unstorable[0].push_back(i); continue;
-      case AttentionKind::Linear: unstorable[1].push_back(i); continue;
-      case AttentionKind::SharedKv: unstorable[2].push_back(i); continue;
+      case AttentionKind::Linear: continue;  // no rows: KvLinearLayers
+      case AttentionKind::SharedKv: unstorable[1].push_back(i); continue;
       case AttentionKind::Full:
       case AttentionKind::Sliding: break;
     }
@@ -51,13 +54,45 @@ std::vector<KvLayerGroup> kv_layer_groups(const ModelSpec& spec, int64_t split_a
     if (group == nullptr) group = &groups.emplace_back(KvLayerGroup{l.attention, window, l.num_kv_heads, l.head_dim, {}});
     group->layers.push_back(i);
   }
-  const char* const names[3] = {"multi-head latent attention", "linear (recurrent) attention",
-                                "attention over another layer's KV cache"};
-  for (int k = 0; k < 3; ++k)
+  const char* const names[2] = {"multi-head latent attention", "attention over another layer's KV cache"};
+  for (int k = 0; k < 2; ++k)
     if (!unstorable[k].empty())
       throw Error("the KV pool cannot store " + layer_list(unstorable[k]) + " of this " + spec.model_type +
                   " model: they use " + names[k] + ", which keel does not run yet");
   return groups;
+}
+
+int64_t KvLinearLayers::index_of(int64_t layer) const {
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i] == layer) return static_cast<int64_t>(i);
+  return -1;
+}
+
+KvLinearLayers kv_linear_layers(const ModelSpec& spec) {
+  KvLinearLayers out;
+  for (int64_t i = 0; i < static_cast<int64_t>(spec.layers.size()); ++i) {
+    const LayerSpec& l = spec.layers[static_cast<size_t>(i)];
+    if (l.attention != AttentionKind::Linear) continue;
+    if (!l.linear) throw Error("KV pool: linear-attention layer " + std::to_string(i) + " has no state shape");
+    const LinearAttentionDims& d = *l.linear;
+    const ops::LinearAttentionShape shape{d.key_heads, d.value_heads, d.key_head_dim, d.value_head_dim, d.conv_kernel};
+    out.layers.push_back(i);
+    out.shapes.push_back(shape);
+    out.offsets.push_back(out.snapshot_floats);
+    out.snapshot_floats += shape.snapshot_floats();
+    out.live_floats += shape.live_floats();
+  }
+  return out;
+}
+
+KvLinearStateBytes kv_linear_state_bytes(const LinearAttentionDims& d) {
+  const ops::LinearAttentionShape shape{d.key_heads, d.value_heads, d.key_head_dim, d.value_head_dim, d.conv_kernel};
+  return {shape.live_floats() * static_cast<int64_t>(sizeof(float)), shape.snapshot_floats() * static_cast<int64_t>(sizeof(float))};
+}
+
+int64_t kv_state_snapshots(int64_t tokens, int64_t interval) {
+  const int64_t blocks = tokens / kKvBlockTokens;
+  return std::min<int64_t>(blocks, 2) + blocks / interval;
 }
 
 }  // namespace keel::kv

@@ -26,22 +26,24 @@ std::string mib(int64_t bytes) {
 }  // namespace
 
 KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context,
-               const KvDiskOptions& disk)
+               const KvDiskOptions& disk, int64_t state_interval)
     : spec_(spec),
       layout_(spec, policy),
       budget_(budget_bytes),
       policy_(std::move(policy)),
       rotate_(rotate),
       max_context_(max_context > 0 ? max_context : (spec.max_position > 0 ? spec.max_position : int64_t{1} << 20)),
-      chain_root_(kv_chain_root(policy_.describe(), rotate)) {
+      chain_root_(kv_chain_root(policy_.describe(), rotate)),
+      state_interval_(state_interval) {
+  if (state_interval < 1) throw Error("--kv-state-interval must be at least 1 block");
   for (const KvLayerGroup& g : layout_.groups())
     if (policy_.quantizes() && g.head_dim % kKvQuantGroup != 0)
       throw Error("KV policy '" + policy_.describe() + "' quantizes rows of head_dim " + std::to_string(g.head_dim) +
                 ", which is not a multiple of " + std::to_string(kKvQuantGroup) + "; use --kv-policy full");
-  const size_t block = layout_.block_bytes(KvFormat::BF16);
+  const size_t block = layout_.block_bytes(KvFormat::BF16) + static_cast<size_t>(layout_.linear().snapshot_bytes());
   if (budget_bytes < static_cast<int64_t>(block))
     throw Error("KV memory budget of " + std::to_string(budget_bytes) + " bytes cannot hold one block of " +
-                std::to_string(kKvBlockTokens) + " tokens (" + std::to_string(block) + " bytes)");
+                std::to_string(kKvBlockTokens) + " tokens and one recurrent-state snapshot (" + std::to_string(block) + " bytes)");
   if (disk.enabled())
     disk_ = std::make_unique<KvDiskTier>(disk, kv_disk_namespace(disk.model_identity, layout_, chain_root_), layout_);
 }
@@ -90,6 +92,12 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
     parent = block;
   };
   std::unique_lock lock(mu_);
+  if (const int64_t live = layout_.linear().live_bytes()) {  // the sequence's recurrent state counts too
+    reserve_locked(static_cast<size_t>(live));
+    used_ += live;
+    state_bytes_ += live;
+    seq->live_state_counted_ = true;
+  }
   size_t b = 0;
   for (; b < chain.size(); ++b) {
     const KvDiskBlockId& id = chain[b];
@@ -131,7 +139,7 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
   seq->ids_.assign(tokens.begin(), tokens.begin() + matched);
   seq->roles_.assign(roles.begin(), roles.begin() + matched);
   seq->size_ = matched;
-  seq->cut_locked(seq->longest_exact_prefix_locked(matched));
+  seq->cut_locked(seq->resume_linear_locked(seq->longest_exact_prefix_locked(matched)));
   (seq->size_ > 0 ? prefix_hits_ : prefix_misses_) += 1;
   reused_tokens_ += seq->size_;
   return seq;
@@ -211,6 +219,8 @@ KvPoolStats KvPool::stats() const {
   s.budget_bytes = budget_;
   s.used_bytes = used_;
   s.bytes_by_format = bytes_by_format_;
+  s.state_bytes = state_bytes_;
+  s.state_snapshots = state_snapshots_;
   s.blocks_live = static_cast<int64_t>(blocks_.size());
   for (const auto& [key, block] : blocks_) {
     if (block->holders > 0) ++s.blocks_in_use;
@@ -421,7 +431,29 @@ void KvPool::destroy_locked(KvBlock& block) {
     free_rows_locked(block.groups[g].full, KvFormat::BF16);
     free_quantized_locked(static_cast<int64_t>(g), block.format, block.groups[g].quantized);
   }
+  drop_state_locked(block);
   blocks_.erase(&block);
+}
+
+void KvPool::allocate_state_locked(KvBlock& block) {
+  if (!block.state.empty()) return;
+  const int64_t bytes = layout_.linear().snapshot_bytes();
+  reserve_locked(static_cast<size_t>(bytes));
+  block.state.assign(static_cast<size_t>(layout_.linear().snapshot_floats), 0.0f);
+  block.state_ready = false;
+  used_ += bytes;
+  state_bytes_ += bytes;
+  ++state_snapshots_;
+}
+
+void KvPool::drop_state_locked(KvBlock& block) {
+  if (block.state.empty()) return;
+  const int64_t bytes = layout_.linear().snapshot_bytes();
+  std::vector<float>().swap(block.state);
+  block.state_ready = block.state_kept = false;
+  used_ -= bytes;
+  state_bytes_ -= bytes;
+  --state_snapshots_;
 }
 
 KvBlock* KvPool::find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens,

@@ -14,6 +14,16 @@
 // rows freed there are never read again by that sequence, and a cached block that lost them is
 // reused only where the new sequence's queries cannot reach them (see open()).
 //
+// Recurrent state (linear-attention layers, keel/ops/gated_delta_rule.h): such a layer keeps no
+// rows but a fixed-size state per sequence (KvSequence::linear_state). A block may carry a snapshot
+// of the state after its last token (KvBlock::state): after every state_interval-th block, after the
+// last complete block a sequence's latest pass reached (replaced as it moves on), and where a prompt
+// ended (keep_window_for_branch). Snapshots live and go with their block, are shared with it and
+// count against the budget; the disk tier does not keep them. open() and trim() resume at the
+// latest ready snapshot at or before the point where the rows would let them resume (or inside the
+// live tile, which needs none) and run the rest again: the tile form of the delta rule makes that
+// bit-identical to a fresh prefill.
+//
 // Thread-safety: every public member of KvPool and the structural members of KvSequence (open,
 // publish, trim, set_size, destruction) may run on different threads; stats() never blocks for
 // long. Forward passes of different sequences must not overlap (one engine thread runs them in turn).
@@ -54,8 +64,11 @@ class KvPool {
   // model has layers the pool cannot store (kv_layer_groups(): the message names the layers).
   // `disk`: the disk tier's folder, cap and the model's identity (none when disk.dir is empty;
   // throws keel::Error when the folder cannot be created).
+  // state_interval: linear-attention models keep a snapshot of the recurrent state after every
+  // state_interval-th block (`--kv-state-interval`), besides each sequence's latest and its branch
+  // point (see "Recurrent state" below); ignored by models without linear layers.
   KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, bool rotate, int64_t max_context = 0,
-         const KvDiskOptions& disk = {});
+         const KvDiskOptions& disk = {}, int64_t state_interval = kDefaultStateInterval);
   // Offers the disk tier every cached block it lacks, and waits until they are written.
   ~KvPool();
   KvPool(const KvPool&) = delete;
@@ -85,6 +98,7 @@ class KvPool {
   const KvBlockLayout& layout() const { return layout_; }
   const ModelSpec& spec() const { return spec_; }
   int64_t max_context() const { return max_context_; }
+  int64_t state_interval() const { return state_interval_; }
 
  private:
   friend class KvSequence;
@@ -111,6 +125,9 @@ class KvPool {
   void touch_locked(KvBlock& block) { block.last_use = ++clock_; }
   void evict_locked(KvBlock& block);
   void destroy_locked(KvBlock& block);
+  // A block's recurrent-state snapshot: allocated (counted; may evict, or throw CapacityError) and dropped.
+  void allocate_state_locked(KvBlock& block);
+  void drop_state_locked(KvBlock& block);
   KvBlock* find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens, KvFormat format,
                               uint64_t cache_salt) const;
   void insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens,
@@ -135,6 +152,7 @@ class KvPool {
   const bool rotate_;
   const int64_t max_context_;
   const uint64_t chain_root_;
+  const int64_t state_interval_;
 
   mutable std::mutex mu_;
   std::unordered_map<const KvBlock*, std::unique_ptr<KvBlock>> blocks_;  // every live block
@@ -143,6 +161,7 @@ class KvPool {
   uint64_t clock_ = 0;
   int64_t used_ = 0;
   std::array<int64_t, kKvFormatCount> bytes_by_format_{};
+  int64_t state_bytes_ = 0, state_snapshots_ = 0;
   int64_t prefix_hits_ = 0, prefix_misses_ = 0, reused_tokens_ = 0, evictions_ = 0;
   int64_t quantizations_ = 0, requantizations_ = 0, disk_reused_blocks_ = 0;
 

@@ -16,6 +16,8 @@ struct KvPoolStats {
   int64_t budget_bytes = 0;
   int64_t used_bytes = 0;  // rows of every live block, all formats (never above budget_bytes)
   std::array<int64_t, kKvFormatCount> bytes_by_format{};  // indexed by static_cast<size_t>(KvFormat)
+  int64_t state_bytes = 0;      // of used_bytes: recurrent state, live and snapshots (linear-attention models)
+  int64_t state_snapshots = 0;  // blocks carrying one
 
   int64_t blocks_live = 0;       // blocks holding rows: in use by sequences or cached
   int64_t blocks_in_use = 0;     // held by at least one live sequence

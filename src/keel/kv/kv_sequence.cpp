@@ -18,11 +18,17 @@ KvSequence::KvSequence(KvPool& pool, uint64_t cache_salt)
     : pool_(pool),
       cache_salt_(cache_salt),
       window_from_(static_cast<size_t>(pool.layout().group_count()), 0),
-      quantized_upto_(static_cast<size_t>(pool.layout().layers()), 0) {}
+      quantized_upto_(static_cast<size_t>(pool.layout().layers()), 0) {
+  for (const ops::LinearAttentionShape& shape : pool.layout().linear().shapes) linear_.emplace_back(shape);
+}
 
 KvSequence::~KvSequence() {
   std::lock_guard lock(pool_.mu_);
   release_from_locked(0);
+  if (live_state_counted_) {
+    pool_.used_ -= pool_.layout().linear().live_bytes();
+    pool_.state_bytes_ -= pool_.layout().linear().live_bytes();
+  }
 }
 
 int64_t KvSequence::capacity() const { return pool_.max_context(); }
@@ -40,6 +46,10 @@ int64_t KvSequence::prepare_pass() {
   const KvBlockLayout& layout = pool_.layout();
   std::lock_guard lock(pool_.mu_);
   while (static_cast<int64_t>(blocks_.size()) < blocks_for_tokens(size_ + n)) blocks_.push_back(pool_.new_block_locked());
+  // The recurrent-state snapshots the pass will write, allocated now so the pass cannot run out.
+  if (!linear_.empty())
+    for (int64_t pos = (size_ / kKvBlockTokens + 1) * kKvBlockTokens; pos <= size_ + n; pos += kKvBlockTokens)
+      if (wants_state_at(pos)) allocate_state_locked(pos);
   // Blocks the pass's last position leaves behind its recent window get quantized rows in each
   // group, unless they have them already or stay bf16. (Counted whatever a sliding window would
   // skip: an upper bound.)
@@ -189,7 +199,12 @@ void KvSequence::set_size(int64_t n) {
   if (n > size_) {
     if (n > static_cast<int64_t>(ids_.size()) || blocks_for_tokens(n) > static_cast<int64_t>(blocks_.size()))
       throw InternalError("KV size set beyond the stored positions");
+    for (const ops::LinearLayerState& state : linear_)
+      if (state.position() != n) throw InternalError("a linear-attention layer ran to " + std::to_string(state.position()) +
+                                                     " in a pass that ends at " + std::to_string(n));
+    const int64_t before = size_;
     size_ = n;
+    settle_states_locked(before);
     // The pass quantized, in every layer, each block out of the window of its last position. The
     // full-precision rows of those a branch inside the recent window could still need stay; the
     // others go unless another sequence still reads them.
@@ -210,13 +225,100 @@ void KvSequence::set_size(int64_t n) {
     }
     return;
   }
-  const int64_t m = longest_exact_prefix_locked(n);
+  if (n == size_) {
+    // After a failed pass: linear layers that ran past a tile boundary resume at a snapshot.
+    cut_locked(resume_linear_locked(longest_exact_prefix_locked(n)));
+    return;
+  }
+  const int64_t m = linear_resume_point_locked(longest_exact_prefix_locked(n));
   if (m != n)
-    throw Error("the KV cache cannot be cut back to " + std::to_string(n) + " tokens exactly: rows that positions from " +
-                std::to_string(n) + " on read are gone (quantized-only blocks inside the recent window, or a "
-                "sliding-window layer's rows), so the sequence must be recomputed from " + std::to_string(m) +
-                " (KvSequence::trim)");
+    throw Error("the KV cache cannot be cut back to " + std::to_string(n) + " tokens exactly: rows or recurrent state "
+                "that positions from " + std::to_string(n) + " on read are gone (quantized-only blocks inside the "
+                "recent window, a sliding-window layer's rows, or no state snapshot there), so the sequence must be "
+                "recomputed from " + std::to_string(m) + " (KvSequence::trim)");
+  resume_linear_locked(n);
   cut_locked(n);
+}
+
+ops::LinearLayerState& KvSequence::linear_state(int64_t layer) {
+  const int64_t i = pool_.layout().linear().index_of(layer);
+  if (i < 0) throw InternalError("layer " + std::to_string(layer) + " is not a linear-attention layer");
+  return linear_[static_cast<size_t>(i)];
+}
+
+bool KvSequence::wants_state_at(int64_t pos) const {
+  if (pos <= 0 || pos % kKvBlockTokens != 0) return false;
+  const int64_t last = static_cast<int64_t>(ids_.size()) / kKvBlockTokens * kKvBlockTokens;
+  return (pos / kKvBlockTokens) % pool_.state_interval() == 0 || pos == last;
+}
+
+void KvSequence::allocate_state_locked(int64_t pos) {
+  const auto b = static_cast<size_t>(pos / kKvBlockTokens - 1);
+  while (blocks_.size() <= b) blocks_.push_back(pool_.new_block_locked());
+  KvBlock& block = *blocks_[b];
+  if (!block.state.empty()) return;
+  pool_.allocate_state_locked(block);
+  if ((pos / kKvBlockTokens) % pool_.state_interval() == 0)
+    block.state_kept = true;
+  else
+    rolling_states_.push_back(b);
+}
+
+float* KvSequence::linear_snapshot(int64_t layer, int64_t pos) {
+  const int64_t i = pool_.layout().linear().index_of(layer);
+  if (i < 0 || !wants_state_at(pos) || pos <= size_) return nullptr;
+  std::lock_guard lock(pool_.mu_);
+  allocate_state_locked(pos);  // already done by prepare_pass() when the caller used it
+  return blocks_[static_cast<size_t>(pos / kKvBlockTokens - 1)]->state.data() +
+         pool_.layout().linear().offsets[static_cast<size_t>(i)];
+}
+
+void KvSequence::settle_states_locked(int64_t before) {
+  if (linear_.empty()) return;
+  // Every linear layer wrote the snapshots of the boundaries this pass reached.
+  for (int64_t pos = (before / kKvBlockTokens + 1) * kKvBlockTokens; pos <= size_; pos += kKvBlockTokens) {
+    KvBlock& block = *blocks_[static_cast<size_t>(pos / kKvBlockTokens - 1)];
+    if (!block.state.empty()) block.state_ready = true;
+  }
+  // Only the latest rolling snapshot stays (a shared block keeps its own for other sequences).
+  if (rolling_states_.size() < 2) return;
+  const size_t latest = *std::max_element(rolling_states_.begin(), rolling_states_.end());
+  for (size_t b : rolling_states_) {
+    KvBlock& block = *blocks_[b];
+    if (b != latest && !block.cached && !block.state_kept) pool_.drop_state_locked(block);
+  }
+  rolling_states_.assign(1, latest);
+}
+
+int64_t KvSequence::linear_resume_point_locked(int64_t m) const {
+  if (linear_.empty()) return m;
+  const bool live = std::all_of(linear_.begin(), linear_.end(), [&](const ops::LinearLayerState& s) {
+    return m >= s.tile_start() && m <= s.position();
+  });
+  if (live) return m;
+  for (int64_t pos = m / kKvBlockTokens * kKvBlockTokens; pos > 0; pos -= kKvBlockTokens) {
+    const auto b = static_cast<size_t>(pos / kKvBlockTokens - 1);
+    if (b < blocks_.size() && blocks_[b]->state_ready) return pos;
+  }
+  return 0;
+}
+
+int64_t KvSequence::resume_linear_locked(int64_t m) {
+  const int64_t p = linear_resume_point_locked(m);
+  if (linear_.empty()) return p;
+  const KvLinearLayers& layers = pool_.layout().linear();
+  const bool live = std::all_of(linear_.begin(), linear_.end(), [&](const ops::LinearLayerState& s) {
+    return p >= s.tile_start() && p <= s.position();
+  });
+  for (size_t i = 0; i < linear_.size(); ++i) {
+    if (live)
+      linear_[i].rewind(p);
+    else if (p == 0)
+      linear_[i].reset();
+    else
+      linear_[i].restore(blocks_[static_cast<size_t>(p / kKvBlockTokens - 1)]->state.data() + layers.offsets[i], p);
+  }
+  return p;
 }
 
 int64_t KvSequence::trim(int64_t n) {
@@ -227,7 +329,7 @@ int64_t KvSequence::trim(int64_t n) {
     roles_.resize(ids_.size());
     return size_;
   }
-  cut_locked(longest_exact_prefix_locked(n));
+  cut_locked(resume_linear_locked(longest_exact_prefix_locked(n)));
   return size_;
 }
 
@@ -292,6 +394,8 @@ void KvSequence::cut_locked(int64_t m) {
   release_from_locked(kept);
   pinned_from_ = new_pinned_from;
   window_from_ = std::move(new_window_from);
+  std::erase_if(rolling_states_, [&](size_t b) { return b >= kept; });
+  if (branch_state_ != SIZE_MAX && branch_state_ >= kept) branch_state_ = SIZE_MAX;
 
   if (copy != nullptr) {
     // The shared block keeps its rows for whoever else reads them; the copy (pinned in full) takes
@@ -310,6 +414,9 @@ void KvSequence::cut_locked(int64_t m) {
     }
     last.format_known = false;
     last.format = KvFormat::BF16;
+    pool_.drop_state_locked(last);  // the state after its last token, which runs again
+    std::erase(rolling_states_, kept - 1);
+    if (branch_state_ == kept - 1) branch_state_ = SIZE_MAX;
   }
   ids_.resize(static_cast<size_t>(m));
   roles_.resize(static_cast<size_t>(m));
@@ -352,6 +459,25 @@ void KvSequence::keep_window_for_branch() {
     if (block.full_kept_for_branch == keep) continue;
     block.full_kept_for_branch = keep;
     if (!keep) pool_.drop_full_if_unneeded_locked(block);
+  }
+  // Linear layers: the latest snapshot stays as the branch point, instead of an earlier one.
+  size_t latest = blocks_.size();
+  for (size_t i = static_cast<size_t>(size_ / kKvBlockTokens); i-- > 0;)
+    if (blocks_[i]->state_ready) {
+      latest = i;
+      break;
+    }
+  if (latest < blocks_.size() && latest != branch_state_) {
+    if (branch_state_ < blocks_.size()) {
+      KvBlock& old = *blocks_[branch_state_];
+      if (static_cast<int64_t>(branch_state_ + 1) % pool_.state_interval() != 0) {
+        old.state_kept = false;
+        if (!old.cached) pool_.drop_state_locked(old);
+      }
+    }
+    blocks_[latest]->state_kept = true;
+    std::erase(rolling_states_, latest);
+    branch_state_ = latest;
   }
   // Sliding groups: the blocks this sequence's window still reaches.
   const KvBlockLayout& layout = pool_.layout();
@@ -414,6 +540,12 @@ void KvSequence::publish_locked_scope() {
         }
         if (pinned) --block->full_pins;
         existing->full_kept_for_branch = existing->full_kept_for_branch || block->full_kept_for_branch;
+        if (existing->state.empty() && block->state_ready) {  // bit-identical too: the same tokens ran
+          existing->state.swap(block->state);
+          existing->state_ready = true;
+          block->state_ready = false;
+        }
+        existing->state_kept = existing->state_kept || block->state_kept;
         pool_.release_locked(*block);  // private: frees the rows it still has
         pool_.drop_full_if_unneeded_locked(*existing);
         blocks_[i] = existing;

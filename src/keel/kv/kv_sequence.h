@@ -8,6 +8,7 @@
 //
 // Threads: see kv_pool.h. store() and set_size() run on the thread driving the forward pass;
 // attend() on its workers concurrently (it only reads); the pool's mutex guards the blocks.
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -38,9 +39,13 @@ class KvSequence final : public KvCache {
   void attend(int64_t layer, int64_t kv_head, std::span<const ops::AttentionQuery> queries,
               const ops::AttentionParams& params) const override;
   // Growing: marks positions complete after a forward pass. n == size(): forgets appended tokens
-  // that were not run (after a failed pass). Shrinking: like trim(n), but throws keel::Error (and
-  // changes nothing) when n cannot be kept exactly.
+  // that were not run (after a failed pass; a linear-attention model whose pass failed after a
+  // tile boundary also goes back to its latest snapshot, so size() may drop). Shrinking: like
+  // trim(n), but throws keel::Error (and changes nothing) when n cannot be kept exactly.
   void set_size(int64_t n) override;
+  // Linear-attention layers (keel/kv/kv_pool.h, "Recurrent state").
+  ops::LinearLayerState& linear_state(int64_t layer) override;
+  float* linear_snapshot(int64_t layer, int64_t pos) override;
 
   // Ids and roles of the tokens the next forward pass runs, in order.
   void append_tokens(std::span<const int32_t> ids, std::span<const chat::Role> roles);
@@ -50,7 +55,8 @@ class KvSequence final : public KvCache {
   // pass never runs out of memory halfway: the caller admits, waits or preempts instead. Throws
   // keel::CapacityError when the blocks cannot be had; set_size(size()) gives them back.
   int64_t prepare_pass();
-  // Drops everything from position n on and returns the new size(), which is n or less: a block
+  // Drops everything from position n on and returns the new size(), which is n or less: a linear-
+  // attention model resumes inside its live tile or at its latest ready snapshot before n; a block
   // that left the window keeps only its quantized rows, so a cut inside the recent window that
   // would need them at full precision goes back further; a sliding-window layer keeps only the
   // blocks its window reaches from the last block on, so a cut further back than that window goes
@@ -85,6 +91,15 @@ class KvSequence final : public KvCache {
   void cut_locked(int64_t m);
   KvFormat final_format_locked(int64_t block);
   void release_from_locked(size_t first_block);
+  // Linear-attention layers: the largest p <= m they can resume at exactly (m inside the live tile,
+  // else the latest ready snapshot, else 0), and putting their state there. m itself without them.
+  int64_t linear_resume_point_locked(int64_t m) const;
+  int64_t resume_linear_locked(int64_t m);
+  // Whether a snapshot is kept at tile boundary `pos` (KvPool's rules), and the block's, allocated.
+  bool wants_state_at(int64_t pos) const;
+  void allocate_state_locked(int64_t pos);
+  // After a pass reached n: snapshots at or before n are ready; older rolling ones go.
+  void settle_states_locked(int64_t n);
 
   KvPool& pool_;
   const uint64_t cache_salt_;
@@ -96,6 +111,10 @@ class KvSequence final : public KvCache {
   std::vector<size_t> window_from_;  // per layer group: blocks_[window_from_[g]:] hold a window pin
                                      // (sliding groups only; 0 for the others)
   std::vector<int64_t> quantized_upto_;  // per layer: blocks below were considered for quantizing
+  std::vector<ops::LinearLayerState> linear_;  // per linear-attention layer (KvLinearLayers order)
+  std::vector<size_t> rolling_states_;  // blocks whose snapshot only marks this sequence's latest pass
+  size_t branch_state_ = SIZE_MAX;      // the block whose snapshot keep_window_for_branch() kept
+  bool live_state_counted_ = false;     // linear_'s bytes are in the pool's budget (KvPool::open)
 };
 
 }  // namespace keel::kv

@@ -56,6 +56,10 @@ struct RopeSpec {
   // files store q/k rows permuted for it, so keys and queries come out permuted alike and every
   // q.k equals the Hugging Face layout's.
   bool interleaved = false;
+  // Rotate only the first rotary_dim dimensions of each head, pairing i with i + rotary_dim/2 at
+  // frequencies theta^(-2i/rotary_dim) (Hugging Face's partial_rotary_factor: Qwen3-Next); the
+  // rest pass through. 0: the whole head.
+  int64_t rotary_dim = 0;
 
   bool operator==(const RopeSpec&) const = default;
 };
@@ -86,7 +90,7 @@ struct MoeSpec {
   int64_t experts = 0;
   int64_t experts_per_token = 0;
   int64_t expert_ffn_dim = 0;
-  int64_t shared_expert_ffn_dim = 0;  // 0: no shared expert
+  int64_t shared_expert_ffn_dim = 0;  // 0: no shared expert; Qwen's runs on every token, times sigmoid(its gate)
   bool norm_topk_prob = false;        // renormalize the chosen experts' weights to sum to one
   bool softmax_after_topk = false;    // gpt-oss: softmax over the chosen k logits only
   bool biases = false;                // gpt-oss: router and expert projections have biases
@@ -112,6 +116,7 @@ struct LayerSpec {
   bool qk_norm = false;         // RMSNorm over each head of q and k before rope (Qwen3, Gemma 3)
   bool v_norm = false;          // RMSNorm without weight over each head of v (Gemma 4)
   bool values_are_keys = false;  // no v_proj: values are the raw k_proj output (Gemma 4 attention_k_eq_v)
+  bool gated_attention = false;  // q_proj gives [query | gate] per head; the output is times sigmoid(gate) (Qwen3-Next)
   bool layer_scalar = false;     // the layer's whole output is multiplied by a learned scalar (Gemma 4)
   bool sandwich_norms = false;  // norms after attention and after the FFN too: four per layer (Gemma)
   int64_t ffn_dim = 0;                 // dense FFN width

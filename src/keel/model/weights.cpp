@@ -1,6 +1,8 @@
 #include "keel/model/weights.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -74,6 +76,17 @@ size_t Matrix::stored_bytes() const {
   return b;
 }
 
+namespace {
+
+// The layer's matrices every token reads (all but the routed experts).
+std::array<const Matrix*, 15> every_token_matrices(const LayerWeights& l) {
+  const ExpertWeights& x = l.shared_expert;
+  return {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router, &x.gate, &x.up, &x.down,
+          &l.shared_expert_gate, &l.linear.in_qkvz, &l.linear.in_ba, &l.linear.out};
+}
+
+}  // namespace
+
 std::string ModelWeights::formats_text() const {
   std::map<WeightFormat, size_t> bytes;
   auto add = [&](const Matrix& m) {
@@ -82,7 +95,7 @@ std::string ModelWeights::formats_text() const {
   add(embed);
   add(lm_head);
   for (const LayerWeights& l : layers) {
-    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) add(*m);
+    for (const Matrix* m : every_token_matrices(l)) add(*m);
     for (const ExpertWeights& e : l.experts)
       for (const Matrix* m : {&e.gate, &e.up, &e.gate_up, &e.down}) add(*m);
   }
@@ -102,7 +115,7 @@ DecodeWeightBytes ModelWeights::decode_bytes() const {
   u.output_head = lm_head.stored_bytes();
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerWeights& l = layers[i];
-    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router}) u.every_token += m->stored_bytes();
+    for (const Matrix* m : every_token_matrices(l)) u.every_token += m->stored_bytes();
     if (l.experts.empty()) continue;
     RoutedExpertBytes r{0, spec.layers[i].moe->experts, spec.layers[i].moe->experts_per_token};
     for (const ExpertWeights& e : l.experts)
@@ -463,12 +476,49 @@ void check_quantization(const std::filesystem::path& dir, const MlxQuantization&
     throw Error(where + ": quantization group_size " + std::to_string(q.group_size) + " is not supported (32, 64 or 128)");
 }
 
+// The layer's FFN: dense, experts (with a shared expert), or both (Gemma 4).
+void load_ffn(const TensorIndex& index, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n,
+              const std::string& p, LayerWeights& l) {
+  const int64_t d = s.hidden_size;
+  if (ls.moe) {
+    load_experts(index, s, *ls.moe, n, p, l);
+    if (const int64_t ff = ls.moe->shared_expert_ffn_dim) {
+      const std::string x = p + n.shared_expert;
+      l.shared_expert = gated_expert(load_matrix(index, s, x + n.expert_gate, ff, d), load_matrix(index, s, x + n.expert_up, ff, d),
+                                     load_matrix(index, s, x + n.expert_down, d, ff));
+      l.shared_expert_gate = load_matrix(index, s, p + n.shared_expert_gate, 1, d);
+    }
+    if (!ls.moe->beside_dense) return;
+  }
+  l.gate = load_matrix(index, s, p + n.gate, ls.ffn_dim, d);
+  l.up = load_matrix(index, s, p + n.up, ls.ffn_dim, d);
+  l.down = load_matrix(index, s, p + n.down, d, ls.ffn_dim);
+}
+
 // Loads a per-channel vector the spec requires, or refuses one it rules out.
 std::vector<float> vector_if(const TensorIndex& index, bool wanted, const std::string& name, int64_t size,
                              const std::string& why_not) {
   if (wanted) return load_vector(index, name, size);
   if (const auto* e = index.find(name)) tensor_error(*e, "is present but " + why_not);
   return {};
+}
+
+// A Gated DeltaNet layer's tensors (LinearAttentionWeights).
+LinearAttentionWeights load_linear_attention(const TensorIndex& index, const ModelSpec& s, const LinearAttentionDims& a,
+                                             const std::string& p) {
+  const int64_t d = s.hidden_size, keys = a.key_heads * a.key_head_dim, values = a.value_heads * a.value_head_dim;
+  LinearAttentionWeights w;
+  w.in_qkvz = load_matrix(index, s, p + "in_proj_qkvz", 2 * keys + 2 * values, d);
+  w.in_ba = load_matrix(index, s, p + "in_proj_ba", 2 * a.value_heads, d);
+  const auto& conv = index.require(p + "conv1d.weight");
+  expect_shape(conv, {2 * keys + values, 1, a.conv_kernel});
+  w.conv = to_floats(conv);
+  w.decay = load_vector(index, p + "A_log", a.value_heads);
+  for (float& v : w.decay) v = -std::exp(v);
+  w.dt_bias = load_vector(index, p + "dt_bias", a.value_heads);
+  w.norm = load_vector(index, p + "norm.weight", a.value_head_dim);
+  w.out = load_matrix(index, s, p + "out_proj", d, values);
+  return w;
 }
 
 LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n,
@@ -482,7 +532,12 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
     l.post_attn_norm = load_vector(index, p + n.post_attn_norm + ".weight", d);
     l.post_ffn_norm = load_vector(index, p + n.post_ffn_norm + ".weight", d);
   }
-  l.wq = load_matrix(index, s, p + n.q, ls.q_dim(), d);
+  if (ls.attention == AttentionKind::Linear) {
+    l.linear = load_linear_attention(index, s, *ls.linear, p + n.linear_attn);
+    load_ffn(index, s, ls, n, p, l);
+    return l;
+  }
+  l.wq = load_matrix(index, s, p + n.q, ls.gated_attention ? 2 * ls.q_dim() : ls.q_dim(), d);
   l.wk = load_matrix(index, s, p + n.k, ls.kv_dim(), d);
   if (ls.values_are_keys) {
     if (const auto* e = index.find(p + n.v + ".weight")) tensor_error(*e, "is present but config.json says attention_k_eq_v");
@@ -504,13 +559,7 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
     expect_shape(e, {1});
     l.layer_scalar = to_floats(e).front();
   }
-  if (ls.moe) {
-    load_experts(index, s, *ls.moe, n, p, l);
-    if (!ls.moe->beside_dense) return l;
-  }
-  l.gate = load_matrix(index, s, p + n.gate, ls.ffn_dim, d);
-  l.up = load_matrix(index, s, p + n.up, ls.ffn_dim, d);
-  l.down = load_matrix(index, s, p + n.down, d, ls.ffn_dim);
+  load_ffn(index, s, ls, n, p, l);
   return l;
 }
 

@@ -102,6 +102,10 @@ struct TensorNames {
   std::string post_dense_norm = "post_feedforward_layernorm_1";
   std::string pre_moe_norm = "pre_feedforward_layernorm_2", post_moe_norm = "post_feedforward_layernorm_2";
   std::string layer_scalar = "layer_scalar";
+  // Qwen3-Next: the linear-attention (Gated DeltaNet) layers' tensors under linear_attn, and the
+  // shared expert beside the routed ones with its one-output sigmoid gate.
+  std::string linear_attn = "linear_attn.";
+  std::string shared_expert = "mlp.shared_expert.", shared_expert_gate = "mlp.shared_expert_gate";
 
   // These names with the language model under `root` instead of "model.": multimodal folders nest
   // it (kMultimodalRoots). lm_head moves beside the root's first part ("language_model.lm_head").
@@ -117,6 +121,19 @@ struct ExpertWeights {
   // rows are, also when gate and up are stored apart (gpt-oss in GGUF).
   std::vector<float> gate_up_bias;
   std::vector<float> down_bias;     // (dim)
+};
+
+// A Gated DeltaNet layer (AttentionKind::Linear), as the checkpoint stores it.
+struct LinearAttentionWeights {
+  // (2 * keys + 2 * values, dim): per key head [q key_dim | k key_dim | v | z], v and z holding that
+  // key head's value_heads / key_heads value heads.
+  Matrix in_qkvz;
+  Matrix in_ba;               // (2 * value_heads, dim): per key head [b | a] of its value heads
+  std::vector<float> conv;    // (keys * 2 + values, conv_kernel) depthwise taps over [q | k | v], oldest first
+  std::vector<float> decay;   // (value_heads) -exp(A_log)
+  std::vector<float> dt_bias;  // (value_heads)
+  std::vector<float> norm;    // (value_dim) the output RMSNorm's weight (plain, not 1 + w)
+  Matrix out;                 // (dim, values)
 };
 
 // One decoder layer; vectors the spec rules out are empty.
@@ -145,6 +162,9 @@ struct LayerWeights {
   std::vector<float> post_moe_norm;      // (dim) on the experts' weighted sum
   float layer_scalar = 1.0f;             // LayerSpec::layer_scalar: multiplies the layer's output
   std::vector<ExpertWeights> experts;  // (experts) MoE layers only
+  ExpertWeights shared_expert;         // MoeSpec::shared_expert_ffn_dim > 0
+  Matrix shared_expert_gate;           // (1, dim)
+  LinearAttentionWeights linear;       // AttentionKind::Linear layers only (no wq..wo then)
 };
 
 // Where multimodal folders put the language model: transformers >= 4.52 and keel synth write

@@ -57,11 +57,14 @@ void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim), interleaved_(spec.interleaved) {
-  const int64_t half = head_dim_ / 2;
+Rope::Rope(const RopeSpec& spec, int64_t head_dim)
+    : head_dim_(head_dim), rotary_dim_(spec.rotary_dim > 0 ? spec.rotary_dim : head_dim), interleaved_(spec.interleaved) {
+  if (rotary_dim_ > head_dim_ || rotary_dim_ % 2 != 0)
+    throw Error("rope: rotary dimension " + std::to_string(rotary_dim_) + " does not fit heads of " + std::to_string(head_dim_));
+  const int64_t half = rotary_dim_ / 2;
   inv_freq_.resize(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
-    inv_freq_[static_cast<size_t>(i)] = std::pow(spec.theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim_));
+    inv_freq_[static_cast<size_t>(i)] = std::pow(spec.theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim_));
 
   const RopeScaling& rs = spec.scaling;
   if (rs.kind == RopeScaling::Kind::Linear)
@@ -92,7 +95,7 @@ Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim), interl
     // YaRN: dimensions that turn fewer than beta_slow times over the original context are
     // interpolated (divided by `factor`), those turning more than beta_fast times are kept, with
     // a linear ramp between; cos and sin are scaled by the attention factor.
-    const double d = static_cast<double>(head_dim_);
+    const double d = static_cast<double>(rotary_dim_);
     auto correction_dim = [&](double rotations) {
       return d * std::log(static_cast<double>(rs.original_max_position) / (rotations * 2.0 * std::numbers::pi)) /
              (2.0 * std::log(spec.theta));
@@ -123,7 +126,7 @@ Rope::Rope(const RopeSpec& spec, int64_t head_dim) : head_dim_(head_dim), interl
 }
 
 void Rope::apply(float* x, int64_t n_heads, int64_t pos) const {
-  const int64_t half = head_dim_ / 2;
+  const int64_t half = rotary_dim_ / 2;
   thread_local std::vector<float> cos_t, sin_t;
   cos_t.resize(static_cast<size_t>(half));
   sin_t.resize(static_cast<size_t>(half));

@@ -1,6 +1,7 @@
 #pragma once
 // The small per-token operations of a transformer block. They touch O(hidden) values per token,
 // so plain loops (auto-vectorised) are enough; the matrix products dominate.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +28,10 @@ void softcap_inplace(float* x, int64_t n, float cap);
 
 void add_inplace(float* x, const float* y, int64_t n);
 
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// log(1 + e^x), and x itself above 20 where that is exact in f32 (torch's threshold).
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
 // Rotary position embedding in the Hugging Face "rotate half" layout: dimension i pairs with
 // i + head_dim/2. Frequencies follow the layer's theta and rope scaling (linear: positions divided
 // by the factor; Llama 3 and YaRN: low frequencies divided, high ones kept, a blend between;
@@ -41,6 +46,7 @@ class Rope {
 
  private:
   int64_t head_dim_;
+  int64_t rotary_dim_;  // the leading dimensions of each head that turn (RopeSpec::rotary_dim)
   std::vector<double> inv_freq_;
   double scale_ = 1.0;  // multiplies cos and sin
   bool interleaved_ = false;  // RopeSpec::interleaved

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "keel/arch/model_loader.h"
+#include "keel/kv/kv_layer_groups.h"
 #include "keel/plan/number_format.h"
 
 namespace keel::plan {
@@ -37,11 +38,13 @@ LayerShape layer_shape(const LayerSpec& l) {
     case AttentionKind::Linear: {
       // Gated DeltaNet (Qwen3-Next, Qwen3.5): per value head a d_k x d_v state matrix, plus the
       // last (kernel - 1) inputs of the short convolution over q, k and v.
+      // The state is f32: it accumulates over the whole sequence and is never quantized, so it
+      // does not depend on the KV policy. Live, it also holds the current tile's keys and values.
       const LinearAttentionDims& d = *l.linear;
-      const int64_t recurrent = d.value_heads * d.key_head_dim * d.value_head_dim;
       const int64_t conv_channels = 2 * d.key_heads * d.key_head_dim + d.value_heads * d.value_head_dim;
-      const int64_t conv = (d.conv_kernel - 1) * conv_channels;
-      s.fixed_state_bytes = (recurrent + conv) * kLinearStateElementBytes;
+      const kv::KvLinearStateBytes bytes = kv::kv_linear_state_bytes(d);
+      s.fixed_state_bytes = bytes.live;
+      s.snapshot_bytes = bytes.snapshot;
       s.description = "f32 state " + std::to_string(d.value_heads) + "x" + std::to_string(d.key_head_dim) + "x" +
                       std::to_string(d.value_head_dim) + " + conv " + std::to_string(d.conv_kernel - 1) + "x" +
                       std::to_string(conv_channels);

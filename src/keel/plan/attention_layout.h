@@ -24,10 +24,12 @@ struct LayerShape {
   AttentionKind kind = AttentionKind::Full;
   std::vector<KvVectors> per_token;  // empty for linear-attention and shared-KV layers
   int64_t window = 0;                // sliding layers only
-  int64_t fixed_state_bytes = 0;     // linear-attention layers: recurrent and convolution state
+  int64_t fixed_state_bytes = 0;     // linear-attention layers: a sequence's live recurrent and conv state
+  int64_t snapshot_bytes = 0;        // ... and its part of one state snapshot (kv_layer_groups.h)
   std::string description;           // "8 KV heads x 128, K and V"
   bool operator==(const LayerShape& o) const {
-    return kind == o.kind && per_token == o.per_token && window == o.window && fixed_state_bytes == o.fixed_state_bytes;
+    return kind == o.kind && per_token == o.per_token && window == o.window && fixed_state_bytes == o.fixed_state_bytes &&
+           snapshot_bytes == o.snapshot_bytes;
   }
 };
 
@@ -50,8 +52,5 @@ AttentionLayout read_attention_layout(const ModelSpec& spec);
 // file and the missing or invalid key.
 AttentionLayout read_attention_layout(const ConfigView& config);
 
-// Linear-attention state is kept in f32: it accumulates over the whole sequence and is never
-// quantized, so it does not depend on the KV policy.
-inline constexpr int64_t kLinearStateElementBytes = 4;
 
 }  // namespace keel::plan

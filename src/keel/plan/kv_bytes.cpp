@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "keel/kv/kv_layer_groups.h"
 #include "keel/kv/kv_policy.h"
 
 namespace keel::plan {
@@ -42,7 +43,10 @@ uint64_t kv_bytes_for_context(const AttentionLayout& layout, KvPolicy policy, in
   std::vector<kv::KvGroupShape> stored;
   for (const LayerGroup& g : layout.groups)
     if (!g.shape.per_token.empty()) stored.push_back(kv_group_shape(g.shape, g.layers, g.layer_ids));
-  return fixed_state_bytes(layout) + static_cast<uint64_t>(kv::kv_context_bytes(stored, runtime, context));
+  uint64_t snapshot = 0;
+  for (const LayerGroup& g : layout.groups) snapshot += static_cast<uint64_t>(g.layers * g.shape.snapshot_bytes);
+  return fixed_state_bytes(layout) + static_cast<uint64_t>(kv::kv_state_snapshots(context)) * snapshot +
+         static_cast<uint64_t>(kv::kv_context_bytes(stored, runtime, context));
 }
 
 }  // namespace keel::plan

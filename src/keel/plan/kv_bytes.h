@@ -29,7 +29,8 @@ inline int64_t group_bytes_per_token(const LayerGroup& g, KvFormat format) {
 // What each further token costs once every sliding window is full: full-attention and MLA layers.
 int64_t growing_bytes_per_token(const AttentionLayout& layout, KvFormat format);
 
-// Recurrent state of the linear-attention layers, the same for any context and policy.
+// One sequence's live recurrent state in the linear-attention layers, the same for any context and
+// policy; kv_bytes_for_context() adds the state snapshots the sequence keeps on its way.
 uint64_t fixed_state_bytes(const AttentionLayout& layout);
 
 // The most the cache of one sequence holds on its way to `context` tokens under a concrete preset

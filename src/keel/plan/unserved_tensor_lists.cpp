@@ -25,55 +25,6 @@ void embedding_and_head(std::vector<CheckpointTensor>& out, const ModelSpec& s) 
   vector(out, "model.norm.weight", {s.hidden_size});
 }
 
-// Qwen3NextForCausalLM. Linear layers (Gated DeltaNet): one projection for q, k, v and the output
-// gate z, one for the per-value-head b (beta) and a (decay), a depthwise causal conv over q|k|v,
-// per-value-head dt_bias and A_log, a per-head RMSNorm of value_head_dim, the output projection.
-// Full layers: gated attention (q_proj gives the query and its gate, twice the query width), q/k
-// norms. MoE layers: router, experts, one shared expert with a sigmoid gate of one output.
-UnservedTensorList qwen3_next(const ModelSpec& s) {
-  UnservedTensorList l;
-  l.described_from = "transformers' modeling_qwen3_next.py (checked against shared/models/tiny-qwen3next-random)";
-  auto& out = l.tensors;
-  embedding_and_head(out, s);
-  const int64_t d = s.hidden_size;
-  for (int64_t i = 0; i < s.num_layers; ++i) {
-    const LayerSpec& ls = s.layers[static_cast<size_t>(i)];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    vector(out, p + "input_layernorm.weight", {d});
-    vector(out, p + "post_attention_layernorm.weight", {d});
-    if (ls.attention == AttentionKind::Linear) {
-      const LinearAttentionDims& a = *ls.linear;
-      const int64_t keys = a.key_heads * a.key_head_dim, values = a.value_heads * a.value_head_dim;
-      matrix(out, p + "linear_attn.in_proj_qkvz", 2 * keys + 2 * values, d);
-      matrix(out, p + "linear_attn.in_proj_ba", 2 * a.value_heads, d);
-      vector(out, p + "linear_attn.conv1d.weight", {2 * keys + values, 1, a.conv_kernel});
-      vector(out, p + "linear_attn.dt_bias", {a.value_heads});
-      vector(out, p + "linear_attn.A_log", {a.value_heads});
-      vector(out, p + "linear_attn.norm.weight", {a.value_head_dim});
-      matrix(out, p + "linear_attn.out_proj", d, values);
-    } else {
-      matrix(out, p + "self_attn.q_proj", 2 * ls.q_dim(), d);
-      matrix(out, p + "self_attn.k_proj", ls.kv_dim(), d);
-      matrix(out, p + "self_attn.v_proj", ls.kv_dim(), d);
-      matrix(out, p + "self_attn.o_proj", d, ls.q_dim());
-      vector(out, p + "self_attn.q_norm.weight", {ls.head_dim});
-      vector(out, p + "self_attn.k_norm.weight", {ls.head_dim});
-    }
-    if (!ls.moe) {
-      gated_ffn(out, p + "mlp.", d, ls.ffn_dim);
-      continue;
-    }
-    matrix(out, p + "mlp.gate", ls.moe->experts, d);
-    for (int64_t e = 0; e < ls.moe->experts; ++e)
-      gated_ffn(out, p + "mlp.experts." + std::to_string(e) + ".", d, ls.moe->expert_ffn_dim);
-    if (ls.moe->shared_expert_ffn_dim) {
-      gated_ffn(out, p + "mlp.shared_expert.", d, ls.moe->shared_expert_ffn_dim);
-      matrix(out, p + "mlp.shared_expert_gate", 1, d);
-    }
-  }
-  return l;
-}
-
 // DeepseekV3ForCausalLM (also Kimi K2). MLA: queries through a low-rank q_a/q_b pair with a norm
 // between (or one q_proj without q_lora_rank), keys and values from one compressed latent
 // (kv_a_proj_with_mqa gives the latent and the shared rope key; kv_b_proj expands the latent to
@@ -129,7 +80,6 @@ UnservedTensorList deepseek_v3(const ModelSpec& s, const ConfigView& c) {
 }  // namespace
 
 std::optional<UnservedTensorList> unserved_tensor_list(const ModelSpec& spec, const ConfigView& config) {
-  if (spec.model_type == "qwen3_next") return qwen3_next(spec);
   if (spec.model_type == "deepseek_v3" || spec.model_type == "kimi_k2") return deepseek_v3(spec, config);
   return std::nullopt;
 }
