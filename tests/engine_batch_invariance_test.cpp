@@ -159,7 +159,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-toolcaller", "protect"}, Case{"tiny-toolcaller-mlx4", "int4"},
                       Case{"tiny-qwen3moe-random", "protect"}, Case{"tiny-gptoss-random", "int8"},
                       Case{"tiny-gemma3-random", "protect"}, Case{"tiny-gemma4-random", "full"},
-                      Case{"tiny-llama3-random", "int8"}),
+                      Case{"tiny-llama3-random", "int8"}, Case{"tiny-qwen3next-random", "full"},
+                      Case{"tiny-qwen3next-random", "int8"}, Case{"tiny-qwen3next-random", "protect"}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string name = std::string(info.param.model) + "_" + info.param.policy;
       for (char& ch : name)

@@ -55,7 +55,7 @@ struct Loaded {
 TEST(Engine, ChunkedPrefillEqualsOneShotBitForBit) {
   for (const char* name : {"tiny-toolcaller", "tiny-toolcaller-mlx4", "tiny-llama3-random", "stories260K-hf",
                            "tiny-gemma3-random", "tiny-qwen3moe-random", "tiny-qwen3moe-random-mlx4",
-                           "tiny-gptoss-random", "tiny-gemma4-random"}) {
+                           "tiny-gptoss-random", "tiny-gemma4-random", "tiny-qwen3next-random"}) {
     Loaded m(test::shared_dir() / "models" / name);
     const auto prompt = sample_prompt(150, m.weights.spec.vocab_size);
     const auto roles = sample_roles(prompt.size());

@@ -44,7 +44,7 @@ TEST(KvPool, ChunkedPrefillEqualsOneShotUnderEveryPolicy) {
   // Gemma 3: five sliding-window layers (window 8, inside one block) to one full layer.
   for (const char* name :
        {"tiny-toolcaller", "tiny-qwen3-random", "tiny-gemma3-random", "tiny-qwen3moe-random-mlx4", "tiny-gptoss-random",
-        "tiny-gemma4-random"}) {
+        "tiny-gemma4-random", "tiny-qwen3next-random"}) {
     Model m(name);
     std::mt19937 rng(1);
     const Conversation c = random_conversation(rng, 150, m.weights.spec.vocab_size);

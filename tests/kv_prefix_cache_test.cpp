@@ -35,8 +35,9 @@ struct Model {
 
 // Gemma 3 has sliding-window layers (window 8) that keep only the blocks their window reaches;
 // Qwen3-MoE routes each token to 2 of 8 experts; gpt-oss has both, with sinks, YaRN and MXFP4.
+// Qwen3-Next's linear-attention layers resume from state snapshots at block boundaries.
 const char* const kModels[] = {"tiny-toolcaller", "tiny-qwen3-random", "tiny-gemma3-random", "tiny-qwen3moe-random",
-                               "tiny-gptoss-random", "tiny-gemma4-random"};
+                               "tiny-gptoss-random", "tiny-gemma4-random", "tiny-qwen3next-random"};
 
 TEST(KvPrefixCache, ReusedPrefixIsBitIdenticalToFreshPrefill) {
   for (const char* name : kModels) {
