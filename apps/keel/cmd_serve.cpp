@@ -243,7 +243,7 @@ int serve_command(const CommandArgs& argv) {
   Args args(argv, {"model", "alias", "host", "port", "api-key", "threads", "context", "kv-policy", "kv-memory",
                    "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb",
                    "allow-origin", "allow-host", "api-key-file", "shutdown-grace", "parallel", "kv-disk", "kv-disk-gb",
-                   "warm", "capture-requests"});
+                   "warm", "capture-requests", "kv-state-interval"});
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
   const auto model_dir = flag_or_env(args, "model");
   if (!model_dir) throw Error("--model DIR is required (or KEEL_MODEL)");
@@ -307,8 +307,9 @@ int serve_command(const CommandArgs& argv) {
   const auto pool_tokens = static_cast<int64_t>(static_cast<double>(serving.kv_budget) / std::max(bytes_per_token, 1.0));
   options.parallel = static_cast<size_t>(parallel_flag ? parallel_flag
                                                       : std::clamp<int64_t>(pool_tokens / kTokensPerParallelTurn, 2, 8));
+  const int64_t state_interval = args.get_int("kv-state-interval", kv::kDefaultStateInterval, 1, 1 << 20);
   SessionCache session(spec, serving.kv_budget, serving.policy, rotate == "on", plan.context, 2 * options.parallel,
-                       disk);
+                       disk, state_interval);
 
   options.aliases = args.get_all("alias");
   if (options.aliases.empty())
@@ -322,6 +323,13 @@ int serve_command(const CommandArgs& argv) {
   std::fprintf(stderr, "keel serve: reasoning: %s\n", toolcall::describe_reasoning_control(model.reasoning()).c_str());
   std::fprintf(stderr, "keel serve: KV policy: %s (%s), rotation %s\n", serving.policy.describe().c_str(),
                serving.policy_origin.c_str(), rotate.c_str());
+  if (const kv::KvLinearLayers& linear = session.layout().linear(); !linear.empty())
+    std::fprintf(stderr,
+                 "keel serve: recurrent state: %zu linear-attention layers, f32, %s live per turn, snapshots of %s "
+                 "after every %lld blocks, each turn's latest and its prompt's end (not on disk)\n",
+                 linear.layers.size(), plan::format_size(static_cast<uint64_t>(linear.live_bytes())).c_str(),
+                 plan::format_size(static_cast<uint64_t>(linear.snapshot_bytes())).c_str(),
+                 static_cast<long long>(state_interval));
   if (disk.enabled())
     std::fprintf(stderr, "keel serve: %s\n", describe_kv_disk(session.stats().disk, disk.dir).c_str());
   std::fprintf(stderr, "keel serve: scheduler: up to %zu turns at once%s, batched; %zu live sequences kept\n",

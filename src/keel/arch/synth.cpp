@@ -1,6 +1,7 @@
 #include "keel/arch/synth.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "keel/arch/checkpoint_tensors.h"
 #include "keel/arch/family.h"
 #include "keel/arch/gguf_keys.h"
 #include "keel/arch/model_loader.h"
@@ -27,7 +29,10 @@ struct PlannedTensor {
   std::string name;
   const char* dtype;
   std::vector<int64_t> shape;
-  enum class Fill { Weight, Ones, SmallBias, MlxWords, MlxScales, MlxBiases, Mxfp4Blocks, Mxfp4Scales } fill;
+  // Small: uniform in +-0.1 (biases, sinks, Qwen3-Next's dt_bias and conv taps); LogDecayRate:
+  // log(A) for A uniform in [1, 16) (Qwen3-Next's A_log: the decay rate exp(A_log) as it is
+  // initialized, A ~ U(0, 16), kept away from 0).
+  enum class Fill { Weight, Ones, Small, LogDecayRate, MlxWords, MlxScales, MlxBiases, Mxfp4Blocks, Mxfp4Scales } fill;
   uint64_t bytes = 0;
 };
 
@@ -59,14 +64,17 @@ class Planner {
       add(prefix + ".weight", dense_dtype(), {rows, cols}, PlannedTensor::Fill::Weight);
     }
   }
-  void vector(const std::string& name, int64_t n, PlannedTensor::Fill fill) { add(name, dense_dtype(), {n}, fill); }
-  // gpt-oss experts as OpenAI ships them: (stack, rows, cols) MXFP4 blocks and scales, and a
-  // (stack, rows) bias.
-  void mxfp4_experts(const std::string& prefix, int64_t stack, int64_t rows, int64_t cols) {
+  // Norms, biases and other per-channel tensors, never quantized.
+  void vector(const std::string& name, std::vector<int64_t> shape, PlannedTensor::Fill fill) {
+    add(name, dense_dtype(), std::move(shape), fill);
+  }
+  // gpt-oss experts as OpenAI ships them: a (stack, rows, cols) matrix as MXFP4 blocks and scales
+  // (its bias is a vector of its own).
+  void mxfp4(const std::string& prefix, const std::vector<int64_t>& shape) {
+    const int64_t stack = shape[0], rows = shape[1], cols = shape[2];
     if (cols % 32 != 0) throw Error(prefix + ": input size " + std::to_string(cols) + " is not a multiple of 32");
     add(prefix + "_blocks", "U8", {stack, rows, cols / 32, 16}, PlannedTensor::Fill::Mxfp4Blocks);
     add(prefix + "_scales", "U8", {stack, rows, cols / 32}, PlannedTensor::Fill::Mxfp4Scales);
-    add(prefix + "_bias", dense_dtype(), {stack, rows}, PlannedTensor::Fill::SmallBias);
   }
 
   // Stacked dense weights named without ".weight" (Gemma 4's experts).
@@ -90,6 +98,9 @@ class Planner {
   const SynthOptions& o_;
 };
 
+// log(A) for A uniform in [1, 16).
+float log_decay_rate(Random& rng) { return std::log(1.0f + 7.5f * (rng.uniform() + 1.0f)); }
+
 void write_tensor(std::ostream& out, const PlannedTensor& t, Random& rng, float weight_scale) {
   std::vector<uint8_t> buf;
   constexpr uint64_t kChunk = 1 << 22;
@@ -106,7 +117,10 @@ void write_tensor(std::ostream& out, const PlannedTensor& t, Random& rng, float 
       }
     } else if (std::string(t.dtype) == "F32") {
       for (uint64_t i = 0; i < n; i += 4) {
-        float v = t.fill == PlannedTensor::Fill::Ones ? 1.0f : rng.uniform() * weight_scale;
+        // Small values in F32 files have always been drawn at weight_scale: kept, so a seed keeps its weights.
+        float v = t.fill == PlannedTensor::Fill::Ones           ? 1.0f
+                  : t.fill == PlannedTensor::Fill::LogDecayRate ? log_decay_rate(rng)
+                                                                : rng.uniform() * weight_scale;
         std::memcpy(buf.data() + i, &v, 4);
       }
     } else {
@@ -118,7 +132,8 @@ void write_tensor(std::ostream& out, const PlannedTensor& t, Random& rng, float 
           case PlannedTensor::Fill::Ones: v = 1.0f; break;
           case PlannedTensor::Fill::MlxScales: v = weight_scale / static_cast<float>(1 << (bits - 1)); break;
           case PlannedTensor::Fill::MlxBiases: v = -weight_scale; break;
-          case PlannedTensor::Fill::SmallBias: v = rng.uniform() * 0.1f; break;
+          case PlannedTensor::Fill::Small: v = rng.uniform() * 0.1f; break;
+          case PlannedTensor::Fill::LogDecayRate: v = log_decay_rate(rng); break;
           default: v = rng.uniform() * weight_scale; break;
         }
         uint16_t h = f16 ? float_to_f16(v) : float_to_bf16(v);
@@ -129,7 +144,9 @@ void write_tensor(std::ostream& out, const PlannedTensor& t, Random& rng, float 
   }
 }
 
-// Keeps the first `layers` decoder layers: num_hidden_layers and the per-layer lists shrink with it.
+// Keeps the first `layers` decoder layers: num_hidden_layers and the per-layer lists shrink with it
+// (layer_types; mlp_only_layers loses the layers that are gone). A rule over layer indices
+// (full_attention_interval, decoder_sparse_step) gives the kept layers the kinds they had.
 void truncate_layers(nlohmann::ordered_json& config, int64_t layers) {
   nlohmann::ordered_json& c = config.contains("text_config") ? config["text_config"] : config;
   const int64_t total = c.value("num_hidden_layers", int64_t{0});
@@ -140,6 +157,12 @@ void truncate_layers(nlohmann::ordered_json& config, int64_t layers) {
     auto& types = c["layer_types"];
     types.erase(types.begin() + layers, types.end());
   }
+  if (c.contains("mlp_only_layers") && c["mlp_only_layers"].is_array()) {
+    auto& dense = c["mlp_only_layers"];
+    dense.erase(std::remove_if(dense.begin(), dense.end(),
+                               [&](const nlohmann::ordered_json& i) { return i.is_number_integer() && i.get<int64_t>() >= layers; }),
+                dense.end());
+  }
 }
 
 // The config as it will be written, its spec and the names of its tensors.
@@ -148,7 +171,6 @@ struct SynthModel {
   ModelSpec spec;
   TensorNames names;
   bool mlx = false;
-  bool mxfp4_experts = false;
 };
 
 SynthModel prepare(const std::filesystem::path& config_json, const SynthOptions& o) {
@@ -172,8 +194,7 @@ SynthModel prepare(const std::filesystem::path& config_json, const SynthOptions&
   // Multimodal configs get the language model where transformers writes it today.
   const TensorNames family_names = find_family(s.model_type)->tensor_names();
   m.names = config.contains("text_config") ? family_names.rooted_at(kMultimodalRoots[0]) : family_names;
-  m.mxfp4_experts = !m.names.expert_gate_up.empty();
-  if (m.mxfp4_experts) {
+  if (!m.names.expert_gate_up.empty()) {
     // gpt-oss ships its experts in MXFP4 and everything else unquantized; keel reads that form.
     if (m.mlx) throw Error(s.model_type + ": keel synth writes MXFP4 experts with bf16, f16 or f32 elsewhere (no MLX form)");
     config["quantization_config"] = {{"quant_method", "mxfp4"},
@@ -183,72 +204,67 @@ SynthModel prepare(const std::filesystem::path& config_json, const SynthOptions&
   return m;
 }
 
-// The tensors load_weights() will look for, under `names`, in the order their random values are drawn.
-void plan_tensors(Planner& p, const ModelSpec& s, const TensorNames& names, bool mlx, bool mxfp4_experts) {
-  using Fill = PlannedTensor::Fill;
-  p.matrix(names.embed, s.vocab_size, s.hidden_size);
+// arch::checkpoint_tensors() in the order keel synth draws their values, an order older than the
+// list and kept so a seed keeps its weights: the final norm and lm_head after the layers, a dense
+// FFN beside experts before them (Gemma 4), each MXFP4 stack's bias right after it (gpt-oss).
+std::vector<arch::CheckpointTensor> in_draw_order(std::vector<arch::CheckpointTensor> list, const ModelSpec& s,
+                                                  const TensorNames& n) {
+  // The list opens with the embedding, lm_head unless tied, and the final norm.
+  const auto first_layer = list.begin() + (s.tie_word_embeddings ? 2 : 3);
+  std::reverse(list.begin() + 1, first_layer);
+  std::rotate(list.begin() + 1, first_layer, list.end());
+  auto at = [&](const std::string& name) {
+    const auto it = std::find_if(list.begin(), list.end(), [&](const arch::CheckpointTensor& t) { return t.name == name; });
+    if (it == list.end()) throw InternalError("keel synth: " + name + " is not in the checkpoint's tensor list");
+    return it;
+  };
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const LayerSpec& ls = s.layers[static_cast<size_t>(i)];
-    const std::string l = names.layer_prefix + std::to_string(i) + ".";
-    p.vector(l + names.attn_norm + ".weight", s.hidden_size, Fill::Ones);
-    p.vector(l + names.ffn_norm + ".weight", s.hidden_size, Fill::Ones);
-    if (ls.sandwich_norms) {
-      p.vector(l + names.post_attn_norm + ".weight", s.hidden_size, Fill::Ones);
-      p.vector(l + names.post_ffn_norm + ".weight", s.hidden_size, Fill::Ones);
+    if (!ls.moe) continue;
+    const std::string p = n.layer_prefix + std::to_string(i) + ".";
+    if (ls.moe->beside_dense) {
+      const auto gate = at(p + n.gate);  // gate, up, down
+      std::rotate(at(p + n.router_proj), gate, gate + 3);
     }
-    p.matrix(l + names.q, ls.q_dim(), s.hidden_size);
-    p.matrix(l + names.k, ls.kv_dim(), s.hidden_size);
-    if (!ls.values_are_keys) p.matrix(l + names.v, ls.kv_dim(), s.hidden_size);
-    p.matrix(l + names.o, s.hidden_size, ls.q_dim());
-    if (ls.qkv_bias) {
-      p.vector(l + names.q + ".bias", ls.q_dim(), Fill::SmallBias);
-      p.vector(l + names.k + ".bias", ls.kv_dim(), Fill::SmallBias);
-      p.vector(l + names.v + ".bias", ls.kv_dim(), Fill::SmallBias);
-    }
-    if (ls.o_bias) p.vector(l + names.o + ".bias", s.hidden_size, Fill::SmallBias);
-    if (ls.qk_norm) {
-      p.vector(l + names.q_norm + ".weight", ls.head_dim, Fill::Ones);
-      p.vector(l + names.k_norm + ".weight", ls.head_dim, Fill::Ones);
-    }
-    if (ls.attention_sinks) p.vector(l + names.attention_sinks, ls.num_heads, Fill::SmallBias);
-    if (ls.layer_scalar) p.vector(l + names.layer_scalar, 1, Fill::Ones);
-    if (ls.moe && ls.moe->beside_dense) {
-      // Gemma 4: the dense FFN, and beside it the router and the stacked experts.
-      const int64_t ff = ls.moe->expert_ffn_dim, experts = ls.moe->experts;
-      if (mlx) throw Error(s.model_type + ": keel synth writes this layout in bf16, f16 or f32 only");
-      p.matrix(l + names.gate, ls.ffn_dim, s.hidden_size);
-      p.matrix(l + names.up, ls.ffn_dim, s.hidden_size);
-      p.matrix(l + names.down, s.hidden_size, ls.ffn_dim);
-      p.matrix(l + names.router_proj, experts, s.hidden_size);
-      p.vector(l + names.router_scale, s.hidden_size, Fill::Ones);
-      p.vector(l + names.router_expert_scale, experts, Fill::Ones);
-      for (const std::string* norm : {&names.post_dense_norm, &names.pre_moe_norm, &names.post_moe_norm})
-        p.vector(l + *norm + ".weight", s.hidden_size, Fill::Ones);
-      p.stacked(l + names.experts_gate_up_halves, {experts, 2 * ff, s.hidden_size});
-      p.stacked(l + names.experts_down, {experts, s.hidden_size, ff});
-    } else if (ls.moe && mxfp4_experts) {
-      const int64_t ff = ls.moe->expert_ffn_dim, experts = ls.moe->experts;
-      p.matrix(l + names.router, experts, s.hidden_size);
-      p.vector(l + names.router + ".bias", experts, Fill::SmallBias);
-      p.mxfp4_experts(l + names.stacked_experts + names.expert_gate_up, experts, 2 * ff, s.hidden_size);
-      p.mxfp4_experts(l + names.stacked_experts + names.expert_down, experts, s.hidden_size, ff);
-    } else if (ls.moe) {
-      const int64_t ff = ls.moe->expert_ffn_dim;
-      p.matrix(l + names.router, ls.moe->experts, s.hidden_size);
-      for (int64_t e = 0; e < ls.moe->experts; ++e) {
-        const std::string x = l + names.experts + std::to_string(e) + ".";
-        p.matrix(x + names.expert_gate, ff, s.hidden_size);
-        p.matrix(x + names.expert_up, ff, s.hidden_size);
-        p.matrix(x + names.expert_down, s.hidden_size, ff);
+    if (!n.expert_gate_up.empty()) {
+      for (const std::string& stack : {n.expert_gate_up, n.expert_down}) {
+        const std::string matrix = p + n.stacked_experts + stack;
+        const auto bias = at(matrix + "_bias");
+        std::rotate(at(matrix) + 1, bias, bias + 1);
       }
-    } else {
-      p.matrix(l + names.gate, ls.ffn_dim, s.hidden_size);
-      p.matrix(l + names.up, ls.ffn_dim, s.hidden_size);
-      p.matrix(l + names.down, s.hidden_size, ls.ffn_dim);
     }
   }
-  p.vector(names.final_norm + ".weight", s.hidden_size, Fill::Ones);
-  if (!s.tie_word_embeddings) p.matrix(names.lm_head, s.vocab_size, s.hidden_size);
+  return list;
+}
+
+// What a vector of the list holds: small random values for biases (sinks, Qwen3-Next's dt_bias
+// and conv taps too), the log of a decay rate for A_log, ones for norms and scales.
+PlannedTensor::Fill vector_fill(const std::string& name, const TensorNames& n) {
+  using Fill = PlannedTensor::Fill;
+  if (name.ends_with(n.linear_attn + "A_log")) return Fill::LogDecayRate;
+  if (name.ends_with(".bias") || name.ends_with("_bias") || name.ends_with(n.linear_attn + "conv1d.weight") ||
+      (!n.attention_sinks.empty() && name.ends_with(n.attention_sinks)))
+    return Fill::Small;
+  return Fill::Ones;
+}
+
+// The tensors load_weights() will look for, under `names`, in the order their random values are
+// drawn, stored as the options say.
+void plan_tensors(Planner& p, const ModelSpec& s, const TensorNames& names, bool mlx) {
+  for (const arch::CheckpointTensor& t : in_draw_order(arch::checkpoint_tensors(s, names), s, names)) {
+    if (!t.matrix) {
+      p.vector(t.name, t.shape, vector_fill(t.name, names));
+    } else if (t.loads_as & arch::kStoredMxfp4) {
+      p.mxfp4(t.name, t.shape);
+    } else if (!t.weight_suffix) {
+      if (mlx) throw Error(s.model_type + ": keel synth writes this layout in bf16, f16 or f32 only");
+      p.stacked(t.name, t.shape);
+    } else if (t.shape.size() == 2) {
+      p.matrix(t.name, t.shape[0], t.shape[1]);
+    } else {
+      throw InternalError("keel synth: " + t.name + ": no stacked form to write");
+    }
+  }
 }
 
 // Like the usual initializer_range: small enough that random activations stay finite.
@@ -262,7 +278,7 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
   const nlohmann::ordered_json& config = m.config;
   const bool mlx = m.mlx;
   Planner p(o);
-  plan_tensors(p, m.spec, m.names, m.mlx, m.mxfp4_experts);
+  plan_tensors(p, m.spec, m.names, m.mlx);
 
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", mlx ? "mlx" : "pt"}, {"generator", "keel synth"}};
@@ -364,8 +380,8 @@ uint64_t synthesize_gguf(const std::filesystem::path& config_json, const std::fi
   // The same plan under both names: the values are drawn in the folder's order, so a folder and a
   // GGUF of one seed hold the same weights.
   Planner hf(o), gg(o);
-  plan_tensors(hf, s, m.names, false, false);
-  plan_tensors(gg, s, family.gguf_tensor_names(), false, false);
+  plan_tensors(hf, s, m.names, false);
+  plan_tensors(gg, s, family.gguf_tensor_names(), false);
 
   namespace k = arch::gguf_keys;
   const std::string arch_name(family.gguf_architecture);

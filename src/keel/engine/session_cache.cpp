@@ -7,8 +7,10 @@
 namespace keel {
 
 SessionCache::SessionCache(const ModelSpec& spec, int64_t budget_bytes, kv::KvPolicy policy, bool rotate,
-                           int64_t context, size_t max_live, const kv::KvDiskOptions& disk)
-    : pool_(spec, budget_bytes, std::move(policy), rotate, context, disk), context_(context), max_live_(std::max<size_t>(1, max_live)) {}
+                           int64_t context, size_t max_live, const kv::KvDiskOptions& disk, int64_t state_interval)
+    : pool_(spec, budget_bytes, std::move(policy), rotate, context, disk, state_interval),
+      context_(context),
+      max_live_(std::max<size_t>(1, max_live)) {}
 
 SessionCache::~SessionCache() = default;
 

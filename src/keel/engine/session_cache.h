@@ -32,8 +32,10 @@ class SessionCache {
  public:
   // context: the most tokens one request may hold. max_live: how many finished turns keep their
   // sequence live (at least 1). disk: the pool's disk tier (KvPool; none by default).
+  // state_interval: the blocks between interval snapshots of a linear-attention model's state (KvPool).
   SessionCache(const ModelSpec& spec, int64_t budget_bytes, kv::KvPolicy policy, bool rotate, int64_t context,
-               size_t max_live = 1, const kv::KvDiskOptions& disk = {});
+               size_t max_live = 1, const kv::KvDiskOptions& disk = {},
+               int64_t state_interval = kv::kDefaultStateInterval);
   ~SessionCache();
 
   // A sequence holding the longest cached prefix of `prompt` (its size() is the number of tokens
@@ -62,6 +64,7 @@ class SessionCache {
   kv::KvPoolStats stats() const { return pool_.stats(); }
   const kv::KvPolicy& policy() const { return pool_.policy(); }
   bool rotate() const { return pool_.rotate(); }
+  const kv::KvBlockLayout& layout() const { return pool_.layout(); }
 
  private:
   struct Live {

@@ -280,12 +280,13 @@ void KvSequence::settle_states_locked(int64_t before) {
     KvBlock& block = *blocks_[static_cast<size_t>(pos / kKvBlockTokens - 1)];
     if (!block.state.empty()) block.state_ready = true;
   }
-  // Only the latest rolling snapshot stays (a shared block keeps its own for other sequences).
+  // Only the latest rolling snapshot stays, published or not: a sequence that lives for many turns
+  // would otherwise hold one per turn on blocks nothing can evict while it holds them.
   if (rolling_states_.size() < 2) return;
   const size_t latest = *std::max_element(rolling_states_.begin(), rolling_states_.end());
   for (size_t b : rolling_states_) {
     KvBlock& block = *blocks_[b];
-    if (b != latest && !block.cached && !block.state_kept) pool_.drop_state_locked(block);
+    if (b != latest && !block.state_kept) pool_.drop_state_locked(block);
   }
   rolling_states_.assign(1, latest);
 }
@@ -470,10 +471,7 @@ void KvSequence::keep_window_for_branch() {
   if (latest < blocks_.size() && latest != branch_state_) {
     if (branch_state_ < blocks_.size()) {
       KvBlock& old = *blocks_[branch_state_];
-      if (static_cast<int64_t>(branch_state_ + 1) % pool_.state_interval() != 0) {
-        old.state_kept = false;
-        if (!old.cached) pool_.drop_state_locked(old);
-      }
+      if (static_cast<int64_t>(branch_state_ + 1) % pool_.state_interval() != 0) pool_.drop_state_locked(old);
     }
     blocks_[latest]->state_kept = true;
     std::erase(rolling_states_, latest);
