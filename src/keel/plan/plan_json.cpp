@@ -23,7 +23,10 @@ nlohmann::json layer_groups(const AttentionLayout& layout) {
   for (const LayerGroup& g : layout.groups) {
     nlohmann::json j = {{"kind", attention_kind_name(g.shape.kind)}, {"layers", g.layers}, {"shape", g.shape.description}};
     if (g.shape.kind == AttentionKind::Sliding) j["window"] = g.shape.window;
-    if (g.shape.fixed_state_bytes) j["fixed_state_bytes_per_layer"] = g.shape.fixed_state_bytes;
+    if (g.shape.fixed_state_bytes) {
+      j["fixed_state_bytes_per_layer"] = g.shape.fixed_state_bytes;
+      j["snapshot_bytes_per_layer"] = g.shape.snapshot_bytes;
+    }
     if (!g.shape.per_token.empty()) {
       j["bytes_per_token"] = per_format([&](KvFormat f) { return group_bytes_per_token(g, f); });
     }

@@ -3,6 +3,8 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "keel/kv/kv_layer_groups.h"
+#include "keel/kv/kv_window.h"
 #include "keel/plan/kv_bytes.h"
 #include "keel/plan/number_format.h"
 
@@ -138,8 +140,11 @@ std::string format_plan_text(const Plan& p) {
   for (const LayerGroup& g : p.layout.groups) {
     if (g.shape.per_token.empty()) {
       std::string fixed = g.shape.fixed_state_bytes
-                              ? "fixed: " + format_count(g.shape.fixed_state_bytes) + " per layer, " +
-                                    format_count(g.layers * g.shape.fixed_state_bytes) + " in all"
+                              ? "fixed: " + format_count(g.shape.fixed_state_bytes) + " per layer live, " +
+                                    format_count(g.layers * g.shape.fixed_state_bytes) + " in all; snapshots of " +
+                                    format_count(g.layers * g.shape.snapshot_bytes) +
+                                    " (latest, branch point, one per " +
+                                    format_count(kv::kDefaultStateInterval * kv::kKvBlockTokens) + " tokens)"
                               : std::string("none");
       line(out, "  %-7lld %-17s %-44s %s", static_cast<long long>(g.layers),
            std::string(attention_kind_name(g.shape.kind)).c_str(), g.shape.description.c_str(), fixed.c_str());
