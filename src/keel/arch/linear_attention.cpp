@@ -25,32 +25,32 @@ void linear_attention_block(const ModelSpec& s, const LayerSpec& ls, const Layer
   const LinearAttentionWeights& w = lw.linear;
   const int64_t hk = a.key_heads, hv = a.value_heads, dk = a.key_head_dim, dv = a.value_head_dim, group = hv / hk;
   const int64_t keys = hk * dk, values = hv * dv, channels = 2 * keys + values, d = s.hidden_size;
-  auto& L = ws.linear;
+  auto& lin = ws.linear;
   norm_rows(s, lw.attn_norm, ws.x.data(), n, ws.h.data());
-  L.qkvz.resize(static_cast<size_t>(n * (channels + values)));
-  L.ba.resize(static_cast<size_t>(n * 2 * hv));
-  ops::matmul(w.in_qkvz, ws.h.data(), n, L.qkvz.data(), pool);
-  ops::matmul(w.in_ba, ws.h.data(), n, L.ba.data(), pool);
+  lin.qkvz.resize(static_cast<size_t>(n * (channels + values)));
+  lin.ba.resize(static_cast<size_t>(n * 2 * hv));
+  ops::matmul(w.in_qkvz, ws.h.data(), n, lin.qkvz.data(), pool);
+  ops::matmul(w.in_ba, ws.h.data(), n, lin.ba.data(), pool);
 
   // Per key head [q | k | v | z] and [b | a] -> the conv's input [all q | all k | all v], z, g, beta.
-  L.mixed.resize(static_cast<size_t>(n * channels));
-  L.qkv.resize(static_cast<size_t>(n * channels));
-  L.z.resize(static_cast<size_t>(n * values));
-  L.g.resize(static_cast<size_t>(n * hv));
-  L.beta.resize(static_cast<size_t>(n * hv));
+  lin.mixed.resize(static_cast<size_t>(n * channels));
+  lin.qkv.resize(static_cast<size_t>(n * channels));
+  lin.z.resize(static_cast<size_t>(n * values));
+  lin.g.resize(static_cast<size_t>(n * hv));
+  lin.beta.resize(static_cast<size_t>(n * hv));
   for (int64_t t = 0; t < n; ++t) {
-    float* mixed = L.mixed.data() + t * channels;
+    float* mixed = lin.mixed.data() + t * channels;
     for (int64_t kh = 0; kh < hk; ++kh) {
-      const float* src = L.qkvz.data() + t * (channels + values) + kh * (2 * dk + 2 * group * dv);
+      const float* src = lin.qkvz.data() + t * (channels + values) + kh * (2 * dk + 2 * group * dv);
       std::copy_n(src, dk, mixed + kh * dk);
       std::copy_n(src + dk, dk, mixed + keys + kh * dk);
       std::copy_n(src + 2 * dk, group * dv, mixed + 2 * keys + kh * group * dv);
-      std::copy_n(src + 2 * dk + group * dv, group * dv, L.z.data() + t * values + kh * group * dv);
-      const float* ba = L.ba.data() + t * 2 * hv + kh * 2 * group;
+      std::copy_n(src + 2 * dk + group * dv, group * dv, lin.z.data() + t * values + kh * group * dv);
+      const float* ba = lin.ba.data() + t * 2 * hv + kh * 2 * group;
       for (int64_t j = 0; j < group; ++j) {
         const int64_t h = kh * group + j;
-        L.beta[static_cast<size_t>(t * hv + h)] = ops::sigmoid(ba[j]);
-        L.g[static_cast<size_t>(t * hv + h)] =
+        lin.beta[static_cast<size_t>(t * hv + h)] = ops::sigmoid(ba[j]);
+        lin.g[static_cast<size_t>(t * hv + h)] =
             w.decay[static_cast<size_t>(h)] * ops::softplus(ba[group + j] + w.dt_bias[static_cast<size_t>(h)]);
       }
     }
@@ -76,7 +76,7 @@ void linear_attention_block(const ModelSpec& s, const LayerSpec& ls, const Layer
     }
   }
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  L.core.resize(static_cast<size_t>(n * values));
+  lin.core.resize(static_cast<size_t>(n * values));
   std::vector<Piece> round;
   for (size_t r = 0;; ++r) {
     round.clear();
@@ -84,9 +84,9 @@ void linear_attention_block(const ModelSpec& s, const LayerSpec& ls, const Layer
       if (r < mine.size()) round.push_back(mine[r]);
     if (round.empty()) break;
     for (const Piece& p : round) {
-      ops::causal_conv_silu(*p.state, w.conv.data(), L.mixed.data() + p.row * channels, p.len, L.qkv.data() + p.row * channels);
+      ops::causal_conv_silu(*p.state, w.conv.data(), lin.mixed.data() + p.row * channels, p.len, lin.qkv.data() + p.row * channels);
       for (int64_t t = p.row; t < p.row + p.len; ++t) {
-        float* row = L.qkv.data() + t * channels;
+        float* row = lin.qkv.data() + t * channels;
         for (int64_t kh = 0; kh < hk; ++kh) {
           float* q = row + kh * dk;
           ops::l2_normalize(q, dk);
@@ -98,11 +98,11 @@ void linear_attention_block(const ModelSpec& s, const LayerSpec& ls, const Layer
     pool.parallel_for(round.size() * static_cast<size_t>(hv), [&](size_t task, int) {
       const Piece& p = round[task / static_cast<size_t>(hv)];
       const auto h = static_cast<int64_t>(task % static_cast<size_t>(hv));
-      const float* row = L.qkv.data() + p.row * channels;
+      const float* row = lin.qkv.data() + p.row * channels;
       const int64_t kh = h / group;
       ops::delta_rule_head(*p.state, h, p.state->filled(), p.len, row + kh * dk, row + keys + kh * dk, channels,
-                           row + 2 * keys + h * dv, channels, L.g.data() + p.row * hv + h, L.beta.data() + p.row * hv + h,
-                           hv, L.core.data() + p.row * values + h * dv, values);
+                           row + 2 * keys + h * dv, channels, lin.g.data() + p.row * hv + h, lin.beta.data() + p.row * hv + h,
+                           hv, lin.core.data() + p.row * values + h * dv, values);
     });
     for (const Piece& p : round) {
       p.state->advance(p.len);
@@ -114,12 +114,12 @@ void linear_attention_block(const ModelSpec& s, const LayerSpec& ls, const Layer
   // out_proj(rms_norm(core) * silu(z)), each value head normed alone with the plain weight.
   for (int64_t t = 0; t < n; ++t)
     for (int64_t h = 0; h < hv; ++h) {
-      float* core = L.core.data() + t * values + h * dv;
-      const float* z = L.z.data() + t * values + h * dv;
+      float* core = lin.core.data() + t * values + h * dv;
+      const float* z = lin.z.data() + t * values + h * dv;
       ops::rms_norm(core, w.norm.data(), dv, s.norm_eps, core, NormKind::Rms);
       for (int64_t i = 0; i < dv; ++i) core[i] *= z[i] * ops::sigmoid(z[i]);
     }
-  ops::matmul(w.out, L.core.data(), n, ws.h.data(), pool);
+  ops::matmul(w.out, lin.core.data(), n, ws.h.data(), pool);
   ops::add_inplace(ws.x.data(), ws.h.data(), n * d);
 }
 

@@ -12,7 +12,7 @@ LinearLayerState::LinearLayerState(const LinearAttentionShape& shape)
       conv_(static_cast<size_t>((shape.conv_kernel - 1 + kDeltaTile) * shape.conv_channels()), 0.0f),
       heads_(static_cast<size_t>(shape.value_heads * shape.head_floats()), 0.0f) {
   if (shape.conv_kernel < 1 || shape.key_dim <= 0 || shape.value_dim <= 0 || shape.key_heads <= 0 ||
-      shape.value_heads % shape.key_heads != 0)
+      shape.value_heads <= 0 || shape.value_heads % shape.key_heads != 0)
     throw Error("linear attention: unusable shape (conv kernel " + std::to_string(shape.conv_kernel) + ", " +
                 std::to_string(shape.key_heads) + " key heads, " + std::to_string(shape.value_heads) + " value heads)");
 }
@@ -76,7 +76,7 @@ void delta_rule_head(LinearLayerState& state, int64_t head, int64_t filled, int6
                      int64_t qk_stride, const float* v, int64_t v_stride, const float* g, const float* beta,
                      int64_t gb_stride, float* out, int64_t out_stride) {
   const int64_t dk = state.shape().key_dim, dv = state.shape().value_dim;
-  if (filled + n > kDeltaTile) throw InternalError("linear attention tile overrun");
+  if (filled != state.filled() || filled + n > kDeltaTile) throw InternalError("linear attention tile overrun");
   float* s = state.head(head);            // (dk, dv) at the tile's start
   float* keys = s + dk * dv;              // (kDeltaTile, dk)
   float* deltas = keys + kDeltaTile * dk;  // (kDeltaTile, dv)
