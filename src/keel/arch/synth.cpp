@@ -210,7 +210,11 @@ SynthModel prepare(const std::filesystem::path& config_json, const SynthOptions&
 std::vector<arch::CheckpointTensor> in_draw_order(std::vector<arch::CheckpointTensor> list, const ModelSpec& s,
                                                   const TensorNames& n) {
   // The list opens with the embedding, lm_head unless tied, and the final norm.
-  const auto first_layer = list.begin() + (s.tie_word_embeddings ? 2 : 3);
+  const size_t head = s.tie_word_embeddings ? 2 : 3;
+  if (list.size() < head || list[0].name != n.embed || list[head - 1].name != n.final_norm + ".weight" ||
+      (!s.tie_word_embeddings && list[1].name != n.lm_head))
+    throw InternalError("keel synth: the checkpoint's tensor list no longer opens with the embedding, head and final norm");
+  const auto first_layer = list.begin() + static_cast<std::ptrdiff_t>(head);
   std::reverse(list.begin() + 1, first_layer);
   std::rotate(list.begin() + 1, first_layer, list.end());
   auto at = [&](const std::string& name) {
@@ -251,13 +255,16 @@ PlannedTensor::Fill vector_fill(const std::string& name, const TensorNames& n) {
 // The tensors load_weights() will look for, under `names`, in the order their random values are
 // drawn, stored as the options say.
 void plan_tensors(Planner& p, const ModelSpec& s, const TensorNames& names, bool mlx) {
-  for (const arch::CheckpointTensor& t : in_draw_order(arch::checkpoint_tensors(s, names), s, names)) {
+  const std::vector<arch::CheckpointTensor> list = in_draw_order(arch::checkpoint_tensors(s, names), s, names);
+  for (const arch::CheckpointTensor& t : list)
+    if (mlx && t.matrix && !t.weight_suffix)  // Gemma 4's stacked experts have no MLX form in keel
+      throw Error(s.model_type + ": keel synth writes this layout in bf16, f16 or f32 only");
+  for (const arch::CheckpointTensor& t : list) {
     if (!t.matrix) {
       p.vector(t.name, t.shape, vector_fill(t.name, names));
     } else if (t.loads_as & arch::kStoredMxfp4) {
       p.mxfp4(t.name, t.shape);
     } else if (!t.weight_suffix) {
-      if (mlx) throw Error(s.model_type + ": keel synth writes this layout in bf16, f16 or f32 only");
       p.stacked(t.name, t.shape);
     } else if (t.shape.size() == 2) {
       p.matrix(t.name, t.shape[0], t.shape[1]);

@@ -1,8 +1,9 @@
 #pragma once
 // Writes a random-weight model folder (or one GGUF file) with the exact tensor names, shapes and storage format of a
 // real config.json, so speed can be measured at real sizes without downloading weights. The tensors
-// are the ones the family's loader looks for (arch/family.h); gpt-oss's experts are MXFP4 as
-// OpenAI ships them. A plain function; any thread.
+// are the ones the family's loader reads (arch/checkpoint_tensors.h), Qwen3-Next's Gated DeltaNet
+// layers and shared expert included; gpt-oss's experts are MXFP4 as OpenAI ships them. A plain
+// function; any thread.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
