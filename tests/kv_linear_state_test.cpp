@@ -7,6 +7,8 @@
 
 #include <random>
 
+#include "keel/arch/synth.h"
+#include "keel/kv/kv_block_layout.h"
 #include "keel/kv/kv_footprint.h"
 #include "kv_reuse_support.h"
 
@@ -179,6 +181,37 @@ TEST(KvLinearState, StateBytesAreCountedAndGiveBack) {
   pool.make_room(kBudget);  // evicts every cached block
   EXPECT_EQ(pool.stats().state_bytes, 0);
   EXPECT_EQ(pool.stats().used_bytes, 0);
+}
+
+}  // namespace
+}  // namespace keel::kv::reuse
+
+namespace keel::kv::reuse {
+namespace {
+
+// A model of linear layers only (the first two of the tiny config, `keel synth --layers 2`): no
+// layer stores rows, yet blocks carry the ids and the snapshots, and reuse stays exact.
+TEST(KvLinearState, AModelWithoutAttentionLayersReusesExactly) {
+  test::TempDir dir;
+  SynthOptions options;
+  options.layers = 2;
+  synthesize_model(test::shared_dir() / "models/tiny-qwen3next-random/config.json", dir.path(), options);
+  const ModelWeights weights = arch::load_model(dir.path());
+  ASSERT_EQ(KvBlockLayout(weights.spec).group_count(), 0);
+  ThreadPool threads(2);
+  Transformer model(weights, threads);
+  std::mt19937 rng(17);
+  KvPool pool(weights.spec, kBudget, KvPolicy::parse("full"), true);
+  Conversation c = random_conversation(rng, 100, weights.spec.vocab_size);
+  {
+    auto seq = pool.open(c.ids, c.roles);
+    run_rest(model, *seq, c, 30);
+    seq->publish();
+  }
+  add_random_turns(c, rng, 20, weights.spec.vocab_size);
+  auto seq = pool.open(c.ids, c.roles);
+  EXPECT_EQ(seq->size(), 96);
+  EXPECT_TRUE(same_bits(run_rest(model, *seq, c, 30), fresh_logits(model, KvPolicy::parse("full"), c)));
 }
 
 }  // namespace

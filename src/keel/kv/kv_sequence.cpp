@@ -197,6 +197,8 @@ void KvSequence::set_size(int64_t n) {
   if (n < 0 || n > capacity()) throw Error("KV cache size " + std::to_string(n) + " out of range");
   std::lock_guard lock(pool_.mu_);
   if (n > size_) {
+    if (pool_.layout().group_count() == 0)  // no layer stores rows (only linear ones): blocks carry ids and snapshots
+      while (static_cast<int64_t>(blocks_.size()) < blocks_for_tokens(n)) blocks_.push_back(pool_.new_block_locked());
     if (n > static_cast<int64_t>(ids_.size()) || blocks_for_tokens(n) > static_cast<int64_t>(blocks_.size()))
       throw InternalError("KV size set beyond the stored positions");
     for (const ops::LinearLayerState& state : linear_)

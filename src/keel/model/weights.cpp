@@ -511,7 +511,10 @@ LinearAttentionWeights load_linear_attention(const TensorIndex& index, const Mod
   w.in_qkvz = load_matrix(index, s, p + "in_proj_qkvz", 2 * keys + 2 * values, d);
   w.in_ba = load_matrix(index, s, p + "in_proj_ba", 2 * a.value_heads, d);
   const auto& conv = index.require(p + "conv1d.weight");
-  expect_shape(conv, {2 * keys + values, 1, a.conv_kernel});
+  // Hugging Face stores (channels, 1, kernel), mlx-lm (channels, kernel, 1): the same values in
+  // the same order (load_tensors undoes mlx-lm's other change, its norms).
+  if (conv.shape != std::vector<int64_t>{2 * keys + values, a.conv_kernel, 1})
+    expect_shape(conv, {2 * keys + values, 1, a.conv_kernel});
   w.conv = to_floats(conv);
   w.decay = load_vector(index, p + "A_log", a.value_heads);
   for (float& v : w.decay) v = -std::exp(v);
@@ -593,6 +596,18 @@ TensorNames TensorNames::rooted_at(std::string_view root) const {
 
 namespace {
 
+// Whether a Qwen3-Next checkpoint is mlx-lm's conversion: its linear layers' conv weights are
+// (channels, kernel, 1) instead of Hugging Face's (channels, 1, kernel).
+bool converted_by_mlx_lm(const ModelWeights& w, const TensorIndex& index, const TensorNames& names) {
+  for (int64_t i = 0; i < w.spec.num_layers; ++i) {
+    const LayerSpec& ls = w.spec.layers[static_cast<size_t>(i)];
+    if (ls.attention != AttentionKind::Linear || w.spec.norm != NormKind::RmsUnitOffset) continue;
+    const StoredTensor* conv = index.find(names.layer_prefix + std::to_string(i) + "." + names.linear_attn + "conv1d.weight");
+    return conv && ls.linear->conv_kernel > 1 && conv->shape.size() == 3 && conv->shape[2] == 1;
+  }
+  return false;
+}
+
 // The tensors of `index` into `w` (its spec already set), under `given_names` or re-rooted names.
 void load_tensors(ModelWeights& w, const TensorIndex& index, const TensorNames& given_names) {
   const TensorNames names = find_language_model(index, given_names);
@@ -606,6 +621,16 @@ void load_tensors(ModelWeights& w, const TensorIndex& index, const TensorNames& 
   w.final_norm = load_vector(index, names.final_norm + ".weight", s.hidden_size);
   for (int64_t i = 0; i < s.num_layers; ++i)
     w.layers.push_back(load_layer(index, s, s.layers[static_cast<size_t>(i)], names, i));
+  if (converted_by_mlx_lm(w, index, names)) {
+    // mlx-lm stores Qwen3-Next's (1 + w) norms with the one added (its sanitize(), detectable by
+    // the conv's moved axis): take it out again. Exact: a stored v in [1, 2) gives v - 1 and 1 + (v - 1) == v.
+    auto unshift = [](std::vector<float>& v) {
+      for (float& x : v) x -= 1.0f;
+    };
+    unshift(w.final_norm);
+    for (LayerWeights& l : w.layers)
+      for (std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.q_norm, &l.k_norm}) unshift(*v);
+  }
 }
 
 }  // namespace
