@@ -22,6 +22,14 @@ std::vector<KvPolicy> state_policies() {
   return {KvPolicy::parse("full"), KvPolicy::parse("int8"), KvPolicy::parse("protect")};
 }
 
+// Random turns that open with a user token: no preamble, whose end would keep a snapshot of its own
+// (AgentsSharingAPreambleResumeAtItsEnd covers that).
+Conversation conversation(std::mt19937& rng, int64_t n, int64_t vocab) {
+  Conversation c = random_conversation(rng, n, vocab);
+  c.roles.front() = Role::user;
+  return c;
+}
+
 // Greedy decoding of `n` tokens as the assistant, one forward pass each.
 void decode(Transformer& model, KvSequence& seq, Conversation& c, std::vector<float> logits, int n) {
   for (int i = 0; i < n; ++i) {
@@ -49,7 +57,7 @@ TEST(KvLinearState, TheNextTurnResumesAtTheLatestSnapshot) {
     SCOPED_TRACE(policy.describe());
     std::mt19937 rng(11);
     KvPool pool(m.weights.spec, kBudget, policy, true);
-    Conversation turn = random_conversation(rng, 150, m.weights.spec.vocab_size);
+    Conversation turn = conversation(rng, 150, m.weights.spec.vocab_size);
     {
       auto seq = pool.open(turn.ids, turn.roles);
       decode(m.model, *seq, turn, run_rest(m.model, *seq, turn, 32), 30);
@@ -73,7 +81,7 @@ TEST(KvLinearState, ABranchAtThePromptEndResumesThere) {
       SCOPED_TRACE(policy.describe() + (keep ? " kept" : " not kept"));
       std::mt19937 rng(12);
       KvPool pool(m.weights.spec, kBudget, policy, true);
-      const Conversation prompt = random_conversation(rng, 150, m.weights.spec.vocab_size);
+      const Conversation prompt = conversation(rng, 150, m.weights.spec.vocab_size);
       {
         Conversation turn = prompt;
         auto seq = pool.open(turn.ids, turn.roles);
@@ -99,7 +107,7 @@ TEST(KvLinearState, IntervalSnapshotsLetADivergenceResumeBeforeIt) {
       SCOPED_TRACE(policy.describe() + " every " + std::to_string(interval) + " blocks");
       std::mt19937 rng(13);
       KvPool pool(m.weights.spec, kBudget, policy, true, 0, {}, interval);
-      const Conversation a = random_conversation(rng, 150, m.weights.spec.vocab_size);
+      const Conversation a = conversation(rng, 150, m.weights.spec.vocab_size);
       {
         auto seq = pool.open(a.ids, a.roles);
         run_rest(m.model, *seq, a, 150);
@@ -111,6 +119,34 @@ TEST(KvLinearState, IntervalSnapshotsLetADivergenceResumeBeforeIt) {
       auto seq = pool.open(b.ids, b.roles);
       EXPECT_EQ(seq->size(), interval == 2 ? 96 : 0);
       EXPECT_TRUE(same_bits(run_rest(m.model, *seq, b, 32), fresh_logits(m.model, policy, b)));
+    }
+  }
+}
+
+// Agents that share a system prompt and tools part ways where the preamble ends: its last block
+// boundary keeps a snapshot, so the next agent resumes there, not at the interval before it.
+TEST(KvLinearState, AgentsSharingAPreambleResumeAtItsEnd) {
+  Model m(kModel);
+  for (const KvPolicy& policy : state_policies()) {
+    SCOPED_TRACE(policy.describe());
+    std::mt19937 rng(18);
+    std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(m.weights.spec.vocab_size - 1));
+    Conversation preamble;
+    for (int i = 0; i < 110; ++i) {
+      preamble.ids.push_back(token(rng));
+      preamble.roles.push_back(i < 3 ? Role::scaffolding : i < 60 ? Role::system : i < 105 ? Role::tools : Role::scaffolding);
+    }
+    KvPool pool(m.weights.spec, kBudget, policy, true);
+    for (int agent = 0; agent < 2; ++agent) {
+      Conversation c = preamble;
+      for (int i = 0; i < 50; ++i) {
+        c.ids.push_back(token(rng));
+        c.roles.push_back(Role::user);
+      }
+      auto seq = pool.open(c.ids, c.roles);
+      EXPECT_EQ(seq->size(), agent == 0 ? 0 : 96);  // 110 tokens of preamble: the boundary at 96
+      EXPECT_TRUE(same_bits(run_rest(m.model, *seq, c, 64), fresh_logits(m.model, policy, c)));
+      seq->publish();
     }
   }
 }
@@ -129,7 +165,7 @@ TEST(KvLinearState, RewindAndTrimEqualFresh) {
       SCOPED_TRACE(policy.describe() + ", cut at " + std::to_string(step.cut));
       std::mt19937 rng(14);
       KvPool pool(m.weights.spec, kBudget, policy, true, 0, {}, 4);
-      Conversation c = random_conversation(rng, 150, m.weights.spec.vocab_size);
+      Conversation c = conversation(rng, 150, m.weights.spec.vocab_size);
       auto seq = pool.open(c.ids, c.roles);
       decode(m.model, *seq, c, run_rest(m.model, *seq, c, 64), 5);
       EXPECT_EQ(seq->trim(step.cut), step.kept);
@@ -145,7 +181,7 @@ TEST(KvLinearState, SetSizeCutsOnlyWhereTheStateIs) {
   Model m(kModel);
   std::mt19937 rng(15);
   KvPool pool(m.weights.spec, kBudget, KvPolicy::parse("full"), true);
-  const Conversation c = random_conversation(rng, 100, m.weights.spec.vocab_size);
+  const Conversation c = conversation(rng, 100, m.weights.spec.vocab_size);
   auto seq = pool.open(c.ids, c.roles);
   run_rest(m.model, *seq, c, 100);
   EXPECT_THROW(seq->set_size(50), Error);  // no snapshot at or after 48 below 96
@@ -165,7 +201,7 @@ TEST(KvLinearState, StateBytesAreCountedAndGiveBack) {
   const KvLinearLayers& linear = pool.layout().linear();
   EXPECT_EQ(pool.stats().state_bytes, 0);
   {
-    const Conversation c = random_conversation(rng, 150, m.weights.spec.vocab_size);
+    const Conversation c = conversation(rng, 150, m.weights.spec.vocab_size);
     auto seq = pool.open(c.ids, c.roles);
     EXPECT_EQ(pool.stats().state_bytes, linear.live_bytes());
     run_rest(m.model, *seq, c, 150);
@@ -202,7 +238,7 @@ TEST(KvLinearState, AModelWithoutAttentionLayersReusesExactly) {
   Transformer model(weights, threads);
   std::mt19937 rng(17);
   KvPool pool(weights.spec, kBudget, KvPolicy::parse("full"), true);
-  Conversation c = random_conversation(rng, 100, weights.spec.vocab_size);
+  Conversation c = conversation(rng, 100, weights.spec.vocab_size);
   {
     auto seq = pool.open(c.ids, c.roles);
     run_rest(model, *seq, c, 30);

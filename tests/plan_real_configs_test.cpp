@@ -120,12 +120,12 @@ TEST(PlanRealConfigs, Qwen3Next_HybridCountsOnlyTheFullAttentionLayers) {
   EXPECT_EQ(group_of(m, keel::AttentionKind::Linear).shape.fixed_state_bytes, 811520 * 4);
   EXPECT_EQ(plan::fixed_state_bytes(m.layout), live);
   // The state does not grow with the context and does not depend on the policy; a sequence keeps
-  // at most its latest snapshot, its branch point and one per 128 blocks. The KV pool stores whole
-  // blocks of 16 tokens: 1,000 tokens take 63 blocks, 1,008 tokens' worth.
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 1000), live + 2 * snapshot + 24576u * 1008);
+  // at most its latest snapshot, its branch point, its preamble's end and one per 128 blocks. The
+  // KV pool stores whole blocks of 16 tokens: 1,000 tokens take 63 blocks, 1,008 tokens' worth.
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 1000), live + 3 * snapshot + 24576u * 1008);
   EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Int8, 0), live);
   EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 4096),
-            live + (2 + 2) * snapshot + 24576u * 4096);  // 256 blocks: two interval snapshots
+            live + (3 + 2) * snapshot + 24576u * 4096);  // 256 blocks: two interval snapshots
 }
 
 TEST(PlanRealConfigs, DeepSeekV3_MlaCachesTheLatentOnce) {

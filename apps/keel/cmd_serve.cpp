@@ -326,7 +326,7 @@ int serve_command(const CommandArgs& argv) {
   if (const kv::KvLinearLayers& linear = session.layout().linear(); !linear.empty())
     std::fprintf(stderr,
                  "keel serve: recurrent state: %zu linear-attention layers, f32, %s live per turn, snapshots of %s "
-                 "after every %lld blocks, each turn's latest and its prompt's end (not on disk)\n",
+                 "after every %lld blocks, at the preamble's end, each turn's latest and its prompt's end (not on disk)\n",
                  linear.layers.size(), plan::format_size(static_cast<uint64_t>(linear.live_bytes())).c_str(),
                  plan::format_size(static_cast<uint64_t>(linear.snapshot_bytes())).c_str(),
                  static_cast<long long>(state_interval));

@@ -92,7 +92,7 @@ KvLinearStateBytes kv_linear_state_bytes(const LinearAttentionDims& d) {
 
 int64_t kv_state_snapshots(int64_t tokens, int64_t interval) {
   const int64_t blocks = tokens / kKvBlockTokens;
-  return std::min<int64_t>(blocks, 2) + blocks / interval;
+  return std::min<int64_t>(blocks, 3) + blocks / interval;
 }
 
 }  // namespace keel::kv

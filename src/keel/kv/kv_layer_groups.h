@@ -57,8 +57,8 @@ KvLinearStateBytes kv_linear_state_bytes(const LinearAttentionDims& dims);
 
 // Blocks between two interval snapshots of the recurrent state (2048 tokens; --kv-state-interval).
 inline constexpr int64_t kDefaultStateInterval = 128;
-// Snapshots one sequence of `tokens` tokens holds at most: one per interval, its latest and its
-// branch point (KvPool, "Recurrent state").
+// Snapshots one sequence of `tokens` tokens holds at most: one per interval, its preamble's end,
+// its latest and its branch point (KvPool, "Recurrent state").
 int64_t kv_state_snapshots(int64_t tokens, int64_t interval = kDefaultStateInterval);
 
 }  // namespace keel::kv

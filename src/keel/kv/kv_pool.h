@@ -16,9 +16,10 @@
 //
 // Recurrent state (linear-attention layers, keel/ops/gated_delta_rule.h): such a layer keeps no
 // rows but a fixed-size state per sequence (KvSequence::linear_state). A block may carry a snapshot
-// of the state after its last token (KvBlock::state): after every state_interval-th block, after the
-// last complete block a sequence's latest pass reached (replaced as it moves on), and where a prompt
-// ended (keep_window_for_branch). Snapshots live and go with their block, are shared with it and
+// of the state after its last token (KvBlock::state): after every state_interval-th block, at the
+// last block boundary of the preamble (the leading scaffolding, system and tools tokens, which agents
+// sharing a system prompt and tools have in common), after the last complete block a sequence's
+// latest pass reached (replaced as it moves on), and where a prompt ended (keep_window_for_branch). Snapshots live and go with their block, are shared with it and
 // count against the budget; the disk tier does not keep them. open() and trim() resume at the
 // latest ready snapshot at or before the point where the rows would let them resume (or inside the
 // live tile, which needs none) and run the rest again: the tile form of the delta rule makes that

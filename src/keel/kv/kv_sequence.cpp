@@ -38,6 +38,15 @@ void KvSequence::append_tokens(std::span<const int32_t> ids, std::span<const cha
     throw Error("KV sequence: " + std::to_string(ids.size()) + " token ids but " + std::to_string(roles.size()) + " roles");
   ids_.insert(ids_.end(), ids.begin(), ids.end());
   roles_.insert(roles_.end(), roles.begin(), roles.end());
+  advance_preamble();
+}
+
+void KvSequence::advance_preamble() {
+  preamble_end_ = std::min(preamble_end_, roles_.size());
+  while (preamble_end_ < roles_.size() &&
+         (roles_[preamble_end_] == chat::Role::scaffolding || roles_[preamble_end_] == chat::Role::system ||
+          roles_[preamble_end_] == chat::Role::tools))
+    ++preamble_end_;
 }
 
 int64_t KvSequence::prepare_pass() {
@@ -248,10 +257,17 @@ ops::LinearLayerState& KvSequence::linear_state(int64_t layer) {
   return linear_[static_cast<size_t>(i)];
 }
 
+bool KvSequence::kept_state_at(int64_t pos) const {
+  // The preamble's end: where agents that share a system prompt and tools part ways.
+  const bool preamble = preamble_end_ < roles_.size() &&
+                        pos == static_cast<int64_t>(preamble_end_) / kKvBlockTokens * kKvBlockTokens;
+  return (pos / kKvBlockTokens) % pool_.state_interval() == 0 || preamble;
+}
+
 bool KvSequence::wants_state_at(int64_t pos) const {
   if (pos <= 0 || pos % kKvBlockTokens != 0) return false;
   const int64_t last = static_cast<int64_t>(ids_.size()) / kKvBlockTokens * kKvBlockTokens;
-  return (pos / kKvBlockTokens) % pool_.state_interval() == 0 || pos == last;
+  return kept_state_at(pos) || pos == last;
 }
 
 void KvSequence::allocate_state_locked(int64_t pos) {
@@ -260,7 +276,7 @@ void KvSequence::allocate_state_locked(int64_t pos) {
   KvBlock& block = *blocks_[b];
   if (!block.state.empty()) return;
   pool_.allocate_state_locked(block);
-  if ((pos / kKvBlockTokens) % pool_.state_interval() == 0)
+  if (kept_state_at(pos))
     block.state_kept = true;
   else
     rolling_states_.push_back(b);
@@ -423,6 +439,7 @@ void KvSequence::cut_locked(int64_t m) {
   }
   ids_.resize(static_cast<size_t>(m));
   roles_.resize(static_cast<size_t>(m));
+  advance_preamble();
   size_ = m;
   std::fill(quantized_upto_.begin(), quantized_upto_.end(), 0);  // the next pass re-checks every block
 }
@@ -473,7 +490,7 @@ void KvSequence::keep_window_for_branch() {
   if (latest < blocks_.size() && latest != branch_state_) {
     if (branch_state_ < blocks_.size()) {
       KvBlock& old = *blocks_[branch_state_];
-      if (static_cast<int64_t>(branch_state_ + 1) % pool_.state_interval() != 0) pool_.drop_state_locked(old);
+      if (!kept_state_at(static_cast<int64_t>(branch_state_ + 1) * kKvBlockTokens)) pool_.drop_state_locked(old);
     }
     blocks_[latest]->state_kept = true;
     std::erase(rolling_states_, latest);

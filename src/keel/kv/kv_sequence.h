@@ -95,8 +95,10 @@ class KvSequence final : public KvCache {
   // else the latest ready snapshot, else 0), and putting their state there. m itself without them.
   int64_t linear_resume_point_locked(int64_t m) const;
   int64_t resume_linear_locked(int64_t m);
-  // Whether a snapshot is kept at tile boundary `pos` (KvPool's rules), and the block's, allocated.
+  // Whether a snapshot is made at tile boundary `pos` (KvPool's rules), whether it stays while the
+  // sequence moves on (an interval one, or the preamble's end), and the block's, allocated.
   bool wants_state_at(int64_t pos) const;
+  bool kept_state_at(int64_t pos) const;
   void allocate_state_locked(int64_t pos);
   // After a pass reached n: snapshots at or before n are ready; older rolling ones go.
   void settle_states_locked(int64_t n);
@@ -115,6 +117,9 @@ class KvSequence final : public KvCache {
   std::vector<size_t> rolling_states_;  // blocks whose snapshot only marks this sequence's latest pass
   size_t branch_state_ = SIZE_MAX;      // the block whose snapshot keep_window_for_branch() kept
   bool live_state_counted_ = false;     // linear_'s bytes are in the pool's budget (KvPool::open)
+  // roles_[0, preamble_end_) are all scaffolding, system or tools: the request's preamble.
+  size_t preamble_end_ = 0;
+  void advance_preamble();
 };
 
 }  // namespace keel::kv

@@ -143,7 +143,7 @@ std::string format_plan_text(const Plan& p) {
                               ? "fixed: " + format_count(g.shape.fixed_state_bytes) + " per layer live, " +
                                     format_count(g.layers * g.shape.fixed_state_bytes) + " in all; snapshots of " +
                                     format_count(g.layers * g.shape.snapshot_bytes) +
-                                    " (latest, branch point, one per " +
+                                    " (latest, branch point, preamble's end, one per " +
                                     format_count(kv::kDefaultStateInterval * kv::kKvBlockTokens) + " tokens)"
                               : std::string("none");
       line(out, "  %-7lld %-17s %-44s %s", static_cast<long long>(g.layers),
