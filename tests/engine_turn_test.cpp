@@ -50,9 +50,17 @@ struct Turn {
   std::vector<std::string> calls;  // "name arguments"
 };
 
-Turn run(TurnOptions options, const json& tools = nullptr) {
+// `in_reasoning`: the prompt ends inside a reasoning block it opened (as Qwen3's does with
+// thinking on), so the model's output starts with its reasoning.
+Turn run(TurnOptions options, const json& tools = nullptr, bool in_reasoning = false) {
   const json messages = json::parse(R"([{"role":"user","content":"List the files."}])");
-  const PreparedPrompt prompt = model().prepare(messages, tools, false);
+  PreparedPrompt prompt = model().prepare(messages, tools, false);
+  if (in_reasoning) {
+    const std::vector<int32_t> opener = model().tokenizer().encode("<think>\n");
+    prompt.ids.insert(prompt.ids.end(), opener.begin(), opener.end());
+    prompt.roles.resize(prompt.ids.size(), chat::Role::scaffolding);
+    prompt.starts_in_reasoning = true;
+  }
   const ModelSpec& spec = model().weights().spec;
   const int64_t context = 4096;
   const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), context) * context) * 2;
@@ -198,6 +206,78 @@ TEST(EngineTurn, APromptAgainReusesItsPrefixAndWritesTheSame) {
   EXPECT_EQ(again_text, first_text);
   EXPECT_EQ(fresh_text, first_text);
   EXPECT_EQ(again.stats.output_tokens, first.stats.output_tokens);
+}
+
+json bash_and_read_tools() {
+  json tools = bash_tool();
+  tools.push_back(json::parse(R"({"type":"function","function":{"name":"Read","description":"Read a file",
+    "parameters":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}}})"));
+  return tools;
+}
+
+// A model that answers in prose unless a call has been opened for it, and then writes `call`.
+Script prose_unless_opened(const std::string& call) {
+  return [call](const std::string& so_far) {
+    return so_far.starts_with("<tool_call>") ? rest_of(call, so_far) : rest_of("I would run ls.", so_far);
+  };
+}
+
+TEST(EngineTurn, ARequiredCallIsOpenedForTheModel) {
+  TurnOptions o;
+  o.max_tokens = 80;
+  o.logits_processor = scripted(prose_unless_opened(kWholeCall));
+  const Turn automatic = run(o, bash_tool());
+  EXPECT_EQ(automatic.text, "I would run ls.");
+  EXPECT_TRUE(automatic.calls.empty());
+
+  o.tool_use = ToolUse::Required;
+  const Turn required = run(o, bash_tool());
+  ASSERT_EQ(required.calls.size(), 1u) << required.text;
+  EXPECT_EQ(required.calls[0], R"(Bash {"command":"ls"})");
+  EXPECT_EQ(required.text, "");
+  EXPECT_EQ(required.result.finish, TurnFinish::ToolUse);
+}
+
+TEST(EngineTurn, ANamedToolIsWrittenForTheModelUpToItsArguments) {
+  // The model would call Bash; the request names Read, and keel writes the call's start.
+  const std::string read_call = "<tool_call>\n{\"name\": \"Read\", \"arguments\": {\"file_path\": \"/etc/hosts\"}}\n</tool_call>";
+  TurnOptions o;
+  o.max_tokens = 80;
+  o.tool_use = ToolUse::Named;
+  o.tool_name = "Read";
+  o.logits_processor = scripted([&](const std::string& so_far) {
+    return so_far.starts_with("<tool_call>\n{\"name\": \"Read\"") ? rest_of(read_call, so_far) : rest_of(kWholeCall, so_far);
+  });
+  const Turn t = run(o, bash_and_read_tools());
+  ASSERT_EQ(t.calls.size(), 1u) << t.text;
+  EXPECT_EQ(t.calls[0], R"(Read {"file_path":"/etc/hosts"})");
+  EXPECT_EQ(t.result.stats.retries, 0);
+}
+
+TEST(EngineTurn, ARequiredCallIsOpenedAfterTheReasoningAndAgainOnARetry) {
+  // The prompt opened the reasoning; the model reasons, then would answer in prose; once opened,
+  // the first call lacks its argument and the retry (rewound to where keel opened the call)
+  // writes it whole.
+  const std::string bad_call = "<tool_call>\n{\"name\": \"Bash\", \"arguments\": {}}\n</tool_call>";
+  int calls_begun = 0;
+  TurnOptions o;
+  o.max_tokens = 200;
+  o.reasoning = true;
+  o.tool_use = ToolUse::Required;
+  o.logits_processor = scripted([&](const std::string& so_far) -> std::string {
+    const std::string thought = "x\n</think>\n\n";
+    if (!so_far.starts_with(thought)) return rest_of(thought, so_far);
+    const std::string answer = so_far.substr(thought.size());
+    if (!answer.starts_with("<tool_call>")) return rest_of("I would run ls.", answer);
+    if (answer == "<tool_call>\n") ++calls_begun;
+    return rest_of(calls_begun == 1 ? bad_call : kWholeCall, answer);
+  });
+  const Turn t = run(o, bash_tool(), true);
+  EXPECT_EQ(t.reasoning, "x");
+  EXPECT_EQ(t.result.stats.retries, 1);
+  ASSERT_EQ(t.calls.size(), 1u) << t.text;
+  EXPECT_EQ(t.calls[0], R"(Bash {"command":"ls"})");
+  EXPECT_EQ(t.text, "");
 }
 
 TEST(EngineTurn, ACancelledTurnStopsBeforeItsFirstChunk) {

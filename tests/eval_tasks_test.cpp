@@ -78,6 +78,30 @@ TEST(EvalTaskSuite, RejectsMalformedSuites) {
     "tools": [{"name": "T"}]}]})"), Error);
 }
 
+TEST(EvalTaskSuite, ACaseMayRequireACallOrNameItsTool) {
+  auto with_choice = [](const std::string& choice) {
+    return suite_from((R"({"cases": [{"name": "a", "messages": [{"role": "user", "content": "x"}],
+      "tools": [{"name": "T"}, {"name": "U"}], "tool_choice": )" + choice + R"(, "expect": {"tool": "T"}}]})").c_str());
+  };
+  EXPECT_FALSE(suite_from(kSuite).cases[0].call_required);
+  EXPECT_FALSE(with_choice(R"("auto")").cases[0].call_required);
+  const TaskCase required = with_choice(R"("required")").cases[0];
+  EXPECT_TRUE(required.call_required);
+  EXPECT_EQ(required.required_tool, "");
+  const TaskCase named = with_choice(R"({"name": "U"})").cases[0];
+  EXPECT_TRUE(named.call_required);
+  EXPECT_EQ(named.required_tool, "U");
+  try {
+    with_choice(R"({"name": "V"})");
+    ADD_FAILURE() << "a tool the case lacks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tool_choice names \"V\", which is not among the case's tools"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(with_choice(R"("any")"), Error);
+  EXPECT_THROW(with_choice(R"({"type": "tool"})"), Error);
+}
+
 TEST(EvalTaskSuite, ShippedSuiteHasFortyCasesOverCodingAndApiTools) {
   const TaskSuite s = load_suite(test::source_dir() / "eval/suites/coding-tools.json");
   EXPECT_GE(s.cases.size(), 40u);

@@ -5,6 +5,7 @@
 // same names, same arguments after schema checking against the case's own tools, same order.
 #include <gtest/gtest.h>
 
+#include "keel/toolcall/output_syntax.h"
 #include "keel/toolcall/schema_check.h"
 #include "keel/toolcall/tool_call_parser.h"
 #include "test_support.h"
@@ -108,6 +109,37 @@ TEST(ToolcallTemplateShapes, RenderedCallsParseBackToTheConversation) {
     EXPECT_EQ(call_index, shape.calls);
     EXPECT_EQ(text, shape.text);
   }
+}
+
+// What keel writes for a model whose request requires a call (toolcall::call_opener) is the
+// template's own rendering of a call's start: with the name, through to where its arguments begin.
+TEST(ToolcallTemplateShapes, CallOpenersAreWhatTheTemplatesRender) {
+  int checked = 0;
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape.file);
+    if (keel::toolcall::call_opener(shape.format, "").empty()) continue;
+    const auto path = keel::test::shared_dir() / "fixtures" / "chat_template_cases" / shape.file;
+    const ordered_json doc = ordered_json::parse(keel::test::read_text(path));
+    const ordered_json* round_trip = find_case(doc, "tool_round_trip");
+    ASSERT_NE(round_trip, nullptr);
+    const std::string rendered = (*round_trip)["expected"].get<std::string>();
+    std::string name;
+    for (const ordered_json& m : (*round_trip)["context"]["messages"]) {
+      if (m["role"] == "assistant" && m.contains("tool_calls")) {
+        name = m["tool_calls"][0]["function"]["name"].get<std::string>();
+        break;
+      }
+    }
+    ASSERT_FALSE(name.empty());
+    for (bool after_output : {false, true}) {
+      const std::string any = keel::toolcall::call_opener(shape.format, "", after_output);
+      const std::string named = keel::toolcall::call_opener(shape.format, name, after_output);
+      EXPECT_TRUE(named.starts_with(any)) << any << " / " << named;
+      EXPECT_NE(rendered.find(named), std::string::npos) << named;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);  // Hermes (3 templates), Qwen3-Coder XML (2), Harmony, Gemma 4
 }
 
 }  // namespace

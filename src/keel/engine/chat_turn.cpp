@@ -194,6 +194,20 @@ class TurnRunner {
     return sampler_.sample(logits_);
   }
 
+  // A request that requires a call (tool_choice any / required, or a named tool) gets the format's
+  // call opener written for the model where its answer begins (toolcall::call_opener): before any
+  // text, after the reasoning block when the prompt opened one (else at once: the model does not
+  // get to open one), and again where a retry rewinds to. The call is then parsed, checked and
+  // retried like one the model opened itself.
+  void open_required_call() {
+    if (options_.tool_use != ToolUse::Required && options_.tool_use != ToolUse::Named) return;
+    if (options_.tools.is_null() || result_.stats.valid_calls > 0 || !forced_.empty() || parser_->in_reasoning()) return;
+    const std::string_view answer = std::string_view(text_).substr(std::min(answer_start_, text_.size()));
+    if (answer.find_first_not_of(" \t\r\n") != std::string_view::npos) return;
+    const std::string opener = toolcall::call_opener(parser_options_.format, options_.tool_name, answer_start_ > 0);
+    if (!opener.empty()) forced_ = model_.tokenizer().encode(opener);
+  }
+
   // Once the reasoning budget is spent inside a reasoning block, the format's closer is written
   // for the model, token by token, and it goes on to its answer.
   void enforce_reasoning_budget() {
@@ -214,6 +228,7 @@ class TurnRunner {
       if (cancelled()) return finish(TurnFinish::Cancelled);
       if (produced_ >= options_.max_tokens) break;
       enforce_reasoning_budget();
+      open_required_call();
       const bool forced = !forced_.empty();
       const int32_t next = next_token();
       if (produced_++ == 0) result_.stats.first_token_seconds = seconds_since(start_);
@@ -230,6 +245,7 @@ class TurnRunner {
       parser_->feed(piece, events);
       // Tokens inside the block count, not the markers that open or close it.
       if (!forced && was_reasoning && parser_->in_reasoning()) ++reasoning_generated_;
+      if (was_reasoning || parser_->in_reasoning()) answer_start_ = text_.size();
       if (handle(events) == Handled::Rewound) continue;
       if (done_) return;
       if (produced_ >= options_.max_tokens) break;
@@ -421,7 +437,8 @@ class TurnRunner {
   std::vector<size_t> token_ends_;   // text_ offset where each token's text ends
   size_t parser_text_bytes_ = 0;     // text the parser has released and we have passed on
   size_t replayed_text_to_skip_ = 0;
-  std::vector<int32_t> forced_;     // the budget's end-of-reasoning marker, still to be written
+  std::vector<int32_t> forced_;     // a budget's end-of-reasoning marker or a call opener, still to be written
+  size_t answer_start_ = 0;         // text_ offset where the answer begins (after reasoning)
   int64_t produced_ = 0;            // tokens sampled or forced, retried ones included
   int64_t reasoning_generated_ = 0;  // sampled inside a reasoning block
   bool budget_closed_ = false;

@@ -115,6 +115,8 @@ TaskResult run_tasks(ServedModel& model, const TaskSuite& suite, const std::vect
           t.sampling.top_p = options.top_p;
           t.sampling.seed = cr.seed;
           t.tools = c.tools;
+          t.tool_use = !c.call_required ? ToolUse::Auto : c.required_tool.empty() ? ToolUse::Required : ToolUse::Named;
+          t.tool_name = c.required_tool;
           t.tool_retries = options.tool_retries;
           const TurnResult tr = run_turn(model, *session, prompts[i], t, [&](TurnEvent&& e) {
             if (e.kind == TurnEvent::Kind::ToolCall) {

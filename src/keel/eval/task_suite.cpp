@@ -39,6 +39,23 @@ json tools_list(const json& tools, const std::string& at) {
   return out;
 }
 
+// "auto" (the default), "required" (some call), or {"name": TOOL} (that tool), as the request's
+// tool_choice (keel opens the call for the model: toolcall::call_opener).
+void read_tool_choice(const json& choice, const std::string& at, TaskCase& c) {
+  if (choice.is_string() && (choice == "auto" || choice == "required")) {
+    c.call_required = choice == "required";
+    return;
+  }
+  if (choice.is_object() && choice.size() == 1 && choice.contains("name") && choice["name"].is_string()) {
+    c.call_required = true;
+    c.required_tool = choice["name"];
+    for (const json& tool : c.tools)
+      if (tool["function"]["name"] == c.required_tool) return;
+    throw Error(at + ": tool_choice names \"" + c.required_tool + "\", which is not among the case's tools");
+  }
+  throw Error(at + ": tool_choice must be \"auto\", \"required\" or {\"name\": TOOL}, got " + choice.dump());
+}
+
 }  // namespace
 
 json to_function_tool(const json& tool) {
@@ -82,6 +99,7 @@ TaskSuite parse_suite(const json& doc, const std::string& where) {
       if (!toolsets.count(set)) throw Error(at + ": needs \"tools\" or a known \"toolset\"");
       c.tools = toolsets[set];
     }
+    if (j.contains("tool_choice")) read_tool_choice(j["tool_choice"], at, c);
     if (!j.contains("expect") || !j["expect"].is_object() || !j["expect"].contains("tool") ||
         !j["expect"]["tool"].is_string())
       throw Error(at + ": \"expect\" needs a \"tool\" name");

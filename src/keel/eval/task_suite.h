@@ -10,6 +10,8 @@
 //                          "arguments": {"command": {"contains": "ls"},
 //                                        "file_path": {"equals": "/etc/hosts"},
 //                                        "pattern": {"matches": "\\*\\.py$"}}}}]}
+// A case may give "tool_choice": "auto" (the default), "required" or {"name": TOOL}, sent as the
+// request's tool_choice: keel then opens the call for the model (docs/serve.md, tool_choice).
 // Checks on an argument: equals (JSON equality), contains (substring of a string value), matches
 // (a PCRE2 regex searched anywhere in a string value; anchor it with ^...$ for a full match; a
 // pattern must match at least one character to count, as empty matches are ignored).
@@ -38,6 +40,8 @@ struct TaskCase {
   std::string name;
   nlohmann::ordered_json messages;  // system prompt already in front
   nlohmann::ordered_json tools;     // OpenAI function form
+  bool call_required = false;  // tool_choice "required", or a named tool
+  std::string required_tool;   // tool_choice {"name": ...}; empty: any tool
   std::string expect_tool;
   std::vector<ArgumentCheck> checks;
 };

@@ -53,4 +53,27 @@ std::string_view reasoning_closer(ToolCallFormat format) {
   }
 }
 
+std::string call_opener(ToolCallFormat format, std::string_view tool_name, bool after_output) {
+  const std::string name(tool_name);
+  // The markup each format's chat templates render around an assistant's call.
+  switch (format) {
+    case ToolCallFormat::Hermes:  // <tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>
+      return name.empty() ? "<tool_call>\n" : "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\":";
+    case ToolCallFormat::Qwen3CoderXml:  // <tool_call>\n<function=NAME>\n<parameter=P>\n...
+      return name.empty() ? "<tool_call>\n" : "<tool_call>\n<function=" + name + ">\n";
+    case ToolCallFormat::Llama3Json:  // {"name": "NAME", "parameters": {...}}
+      return name.empty() ? "{\"name\": \"" : "{\"name\": \"" + name + "\", \"parameters\":";
+    case ToolCallFormat::Harmony: {  // <|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{...}
+      // The prompt ends with the header's "<|start|>assistant"; after an analysis message the
+      // model starts the next one itself.
+      const std::string header = std::string(after_output ? "<|start|>assistant" : "") + " to=functions.";
+      return name.empty() ? header : header + name + "<|channel|>commentary json<|message|>";
+    }
+    case ToolCallFormat::Gemma4:  // <|tool_call>call:NAME{...}<tool_call|>
+      return name.empty() ? "<|tool_call>call:" : "<|tool_call>call:" + name + "{";
+    default:
+      return {};
+  }
+}
+
 }  // namespace keel::toolcall
