@@ -21,9 +21,9 @@
 #include <map>
 #include <string>
 
-#include "keel/arch/synth.h"
 #include "keel/text/tokenizer.h"
 #include "server_support.h"
+#include "synth_folder_support.h"
 #include "tokenizer_support.h"
 
 namespace keel::test {
@@ -55,22 +55,16 @@ fs::path synth_gemma4(const TempDir& dir) {
   text["bos_token_id"] = ids.at("<bos>");
   text["eos_token_id"] = ids.at("<eos>");
   text["pad_token_id"] = ids.at("<pad>");
-  const fs::path config_in = dir.path() / "config.json";
-  std::ofstream(config_in) << config.dump(2);
-  synthesize_model(config_in, out, SynthOptions{});
-
-  fs::copy_file(dir.path() / "tokenizer.json", out / "tokenizer.json");
   // As Gemma 4 ships it, the template in chat_template.jinja (the first place keel looks); the
   // template writes bos_token itself. <turn|> closes every turn the template renders, so it ends
   // generation too.
-  std::ofstream(out / "chat_template.jinja") << read_text(shared_dir() / "fixtures/chat_templates/google-gemma-4-31B-it.jinja");
   const json tokenizer_config = {{"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"pad_token", "<pad>"},
                                  {"clean_up_tokenization_spaces", false}, {"tokenizer_class", "GemmaTokenizer"}};
-  std::ofstream(out / "tokenizer_config.json") << tokenizer_config.dump(2);
   const json generation_config = {{"bos_token_id", ids.at("<bos>")},
                                   {"eos_token_id", json::array({ids.at("<eos>"), ids.at("<turn|>")})},
                                   {"pad_token_id", ids.at("<pad>")}};
-  std::ofstream(out / "generation_config.json") << generation_config.dump(2);
+  write_synth_folder(dir.path(), out, config, dir.path() / "tokenizer.json", tokenizer_config, generation_config);
+  std::ofstream(out / "chat_template.jinja") << read_text(shared_dir() / "fixtures/chat_templates/google-gemma-4-31B-it.jinja");
   return out;
 }
 

@@ -13,12 +13,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <string>
 
-#include "keel/arch/synth.h"
 #include "server_support.h"
+#include "synth_folder_support.h"
 #include "tokenizer_support.h"
 
 namespace keel::test {
@@ -48,24 +47,17 @@ fs::path synth_gptoss(const TempDir& dir) {
   config["bos_token_id"] = ids.at("<|startoftext|>");
   config["eos_token_id"] = ids.at("<|return|>");
   config["pad_token_id"] = ids.at("<|endoftext|>");
-  const fs::path config_in = dir.path() / "config.json";
-  std::ofstream(config_in) << config.dump(2);
-  synthesize_model(config_in, out, SynthOptions{});
-
-  fs::copy_file(dir.path() / "tokenizer.json", out / "tokenizer.json");
   // As gpt-oss ships them: the template in tokenizer_config.json (keel's fallback after
   // chat_template.jinja and chat_template.json), and the turn enders as end of sequence.
   const json tokenizer_config = {
       {"bos_token", "<|startoftext|>"}, {"eos_token", "<|return|>"}, {"pad_token", "<|endoftext|>"},
       {"clean_up_tokenization_spaces", false}, {"tokenizer_class", "PreTrainedTokenizerFast"},
       {"chat_template", read_text(shared_dir() / "fixtures/chat_templates/openai-gpt-oss-120b.jinja")}};
-  std::ofstream(out / "tokenizer_config.json") << tokenizer_config.dump(2);
   const json generation_config = {
       {"bos_token_id", ids.at("<|startoftext|>")},
       {"eos_token_id", json::array({ids.at("<|return|>"), ids.at("<|call|>"), ids.at("<|endoftext|>")})},
       {"pad_token_id", ids.at("<|endoftext|>")}};
-  std::ofstream(out / "generation_config.json") << generation_config.dump(2);
-  return out;
+  return write_synth_folder(dir.path(), out, config, dir.path() / "tokenizer.json", tokenizer_config, generation_config);
 }
 
 // One server per test process (ctest runs each test in its own).

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "keel/arch/synth.h"
 #include "keel/text/tokenizer.h"
 #include "server_support.h"
+#include "synth_folder_support.h"
 
 namespace keel::test {
 namespace {
@@ -122,20 +122,14 @@ fs::path synth_qwen3next(const TempDir& dir) {
   config["vocab_size"] = tokenizer().vocab_size();
   config["bos_token_id"] = id_of("<|endoftext|>");
   config["eos_token_id"] = id_of("<|im_end|>");
-  const fs::path config_in = dir.path() / "config.json";
-  std::ofstream(config_in) << config.dump(2);
-  synthesize_model(config_in, out, SynthOptions{});
-  script_the_call(out / "model.safetensors");
-
-  fs::copy_file(tokenizer_dir() / "tokenizer.json", out / "tokenizer.json");
   // Qwen3's tokenizer_config.json with the Qwen3-Coder template in place of Qwen3's own.
   json tokenizer_config = json::parse(read_text(tokenizer_dir() / "tokenizer_config.json"));
   tokenizer_config["chat_template"] = read_text(template_file());
-  std::ofstream(out / "tokenizer_config.json") << tokenizer_config.dump(2);
   const json generation_config = {{"bos_token_id", id_of("<|endoftext|>")},
                                   {"eos_token_id", json::array({id_of("<|im_end|>"), id_of("<|endoftext|>")})},
                                   {"pad_token_id", id_of("<|endoftext|>")}};
-  std::ofstream(out / "generation_config.json") << generation_config.dump(2);
+  write_synth_folder(dir.path(), out, config, tokenizer_dir() / "tokenizer.json", tokenizer_config, generation_config);
+  script_the_call(out / "model.safetensors");
   return out;
 }
 
