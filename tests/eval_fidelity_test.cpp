@@ -92,6 +92,19 @@ TEST(EvalPolicyArms, ParsesPresetsShorthandAndCommaSeparatedSpecs) {
   EXPECT_THROW(parse_policy_list(" , "), Error);
 }
 
+TEST(EvalPolicyArms, AnArmMayBeNamed) {
+  const auto arms = parse_policy_list("int8;k8: system=bf16 layers<4=k:int8 default=int4,recent=64;p2: int2");
+  ASSERT_EQ(arms.size(), 3u);
+  EXPECT_EQ(arms[1].label, "k8");
+  EXPECT_EQ(arms[1].policy, kv::KvPolicy::parse("system=bf16 layers<4=k:int8 default=int4 recent=64"));
+  EXPECT_EQ(arms[2].label, "p2");
+  EXPECT_EQ(arms[2].policy, kv::KvPolicy::parse("default=int2"));
+  // A layer term's colon is no name, and a name is given once.
+  EXPECT_EQ(parse_policy_list("layers<2=k:bf16 default=int4")[0].label, "layers<2=k:bf16 default=int4");
+  EXPECT_THROW(parse_policy_list("a: int8;a: int4"), Error);
+  EXPECT_THROW(parse_policy_list("a: "), Error);
+}
+
 TEST(EvalFidelity, IdenticalArmsGiveZeroFlipsAndZeroKl) {
   ServedModel& m = model("tiny-toolcaller");
   const FidelityResult r = run_fidelity(m, m, short_transcripts(), {full_arm()}, FidelityOptions{});

@@ -3,6 +3,7 @@
 // protect), `int2` as shorthand for the spec "default=int2", and explicit specs. Commas separate
 // arms, but a spec's own words may be comma-separated too ("full,int4,default=int2,recent=0" is
 // three arms: words with '=' that follow each other form one spec); ';' always separates arms.
+// "NAME: SPEC" gives an arm a name for the reports ("k8: system=bf16 layers<4=k:int8 default=int4").
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,7 +13,7 @@
 namespace keel::eval {
 
 struct PolicyArm {
-  std::string label;  // what the user wrote (normalised spacing), used in reports
+  std::string label;  // its name, else what the user wrote (normalised spacing): used in reports
   kv::KvPolicy policy;
 };
 
