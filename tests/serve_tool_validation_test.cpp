@@ -94,5 +94,48 @@ TEST(ServeToolValidation, ToolChoiceNonePassesCallsThroughAsText) {
   for (const auto& block : r.body["content"]) EXPECT_EQ(block["type"], "text") << r.text;
 }
 
+// Asked for a file, the model calls Read; naming Glob makes keel write the call's start for it
+// (toolcall::call_opener), and the model fills in a pattern. Greedy, streamed and not.
+TEST(ServeToolValidation, ToolChoiceNamingAToolGetsACallToIt) {
+  ServerProcess server;
+  auto client = server.client();
+  json request = json::parse(R"({"model": "tiny-toolcaller", "max_tokens": 100, "temperature": 0,
+    "tools": [
+      {"name": "Bash", "description": "Run a shell command", "input_schema": {"type": "object",
+       "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+      {"name": "Read", "description": "Read a file", "input_schema": {"type": "object",
+       "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}},
+      {"name": "Glob", "description": "Find files by pattern", "input_schema": {"type": "object",
+       "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]}}],
+    "messages": [{"role": "user", "content": "Show me what is in /etc/hosts"}]})");
+  auto first_call = [&](const json& req, bool stream) {
+    json message;
+    if (stream) {
+      json streamed = req;
+      streamed["stream"] = true;
+      auto res = client.Post("/v1/messages", streamed.dump(), "application/json");
+      EXPECT_TRUE(res);
+      message = res ? replay_anthropic_stream(parse_sse(res->body)) : json::object();
+    } else {
+      const JsonResponse r = post_json(client, "/v1/messages", req);
+      EXPECT_EQ(r.status, 200) << r.text;
+      message = r.body;
+    }
+    for (const auto& block : message["content"])
+      if (block["type"] == "tool_use") return std::make_pair(block, message["stop_reason"]);
+    ADD_FAILURE() << "no tool_use: " << message.dump();
+    return std::make_pair(json::object(), json());
+  };
+  EXPECT_NE(first_call(request, false).first.value("name", ""), "Glob");  // so the choice is what makes it Glob
+  request["tool_choice"] = {{"type", "tool"}, {"name", "Glob"}};
+  for (bool stream : {false, true}) {
+    const auto [call, stop] = first_call(request, stream);
+    EXPECT_EQ(call.value("name", ""), "Glob") << call.dump();
+    EXPECT_TRUE(call.contains("input") && call["input"].contains("pattern") && call["input"]["pattern"].is_string())
+        << call.dump();
+    EXPECT_EQ(stop, "tool_use");
+  }
+}
+
 }  // namespace
 }  // namespace keel::test
