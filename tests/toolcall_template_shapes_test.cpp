@@ -5,6 +5,9 @@
 // same names, same arguments after schema checking against the case's own tools, same order.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "keel/toolcall/output_syntax.h"
 #include "keel/toolcall/schema_check.h"
 #include "keel/toolcall/tool_call_parser.h"
@@ -114,17 +117,26 @@ TEST(ToolcallTemplateShapes, RenderedCallsParseBackToTheConversation) {
 // What keel writes for a model whose request requires a call (toolcall::call_opener) is the
 // template's own rendering of a call's start: with the name, through to where its arguments begin.
 TEST(ToolcallTemplateShapes, CallOpenersAreWhatTheTemplatesRender) {
+  struct Rendering {
+    std::string file;
+    ToolCallFormat format;
+    std::string case_name;  // a case whose history holds an assistant call
+  };
+  std::vector<Rendering> renderings;
+  for (const Shape& shape : kShapes) renderings.push_back({shape.file, shape.format, "tool_round_trip"});
+  // Llama 3.1's template renders one call per message, so only the single-call case renders.
+  renderings.push_back({"meta-llama-Llama-3.1-8B-Instruct.json", ToolCallFormat::Llama3Json, "tool_round_trip_gen"});
   int checked = 0;
-  for (const Shape& shape : kShapes) {
-    SCOPED_TRACE(shape.file);
-    if (keel::toolcall::call_opener(shape.format, "").empty()) continue;
-    const auto path = keel::test::shared_dir() / "fixtures" / "chat_template_cases" / shape.file;
+  for (const Rendering& r : renderings) {
+    SCOPED_TRACE(r.file);
+    if (keel::toolcall::call_opener(r.format, "").empty()) continue;
+    const auto path = keel::test::shared_dir() / "fixtures" / "chat_template_cases" / r.file;
     const ordered_json doc = ordered_json::parse(keel::test::read_text(path));
-    const ordered_json* round_trip = find_case(doc, "tool_round_trip");
-    ASSERT_NE(round_trip, nullptr);
-    const std::string rendered = (*round_trip)["expected"].get<std::string>();
+    const ordered_json* c = find_case(doc, r.case_name);
+    ASSERT_NE(c, nullptr);
+    const std::string rendered = (*c)["expected"].get<std::string>();
     std::string name;
-    for (const ordered_json& m : (*round_trip)["context"]["messages"]) {
+    for (const ordered_json& m : (*c)["context"]["messages"]) {
       if (m["role"] == "assistant" && m.contains("tool_calls")) {
         name = m["tool_calls"][0]["function"]["name"].get<std::string>();
         break;
@@ -132,14 +144,14 @@ TEST(ToolcallTemplateShapes, CallOpenersAreWhatTheTemplatesRender) {
     }
     ASSERT_FALSE(name.empty());
     for (bool after_output : {false, true}) {
-      const std::string any = keel::toolcall::call_opener(shape.format, "", after_output);
-      const std::string named = keel::toolcall::call_opener(shape.format, name, after_output);
+      const std::string any = keel::toolcall::call_opener(r.format, "", after_output);
+      const std::string named = keel::toolcall::call_opener(r.format, name, after_output);
       EXPECT_TRUE(named.starts_with(any)) << any << " / " << named;
       EXPECT_NE(rendered.find(named), std::string::npos) << named;
     }
     ++checked;
   }
-  EXPECT_GE(checked, 5);  // Hermes (3 templates), Qwen3-Coder XML (2), Harmony, Gemma 4
+  EXPECT_GE(checked, 6);  // Hermes (3 templates), Qwen3-Coder XML (2), Harmony, Gemma 4, Llama 3.1
 }
 
 }  // namespace
