@@ -114,6 +114,19 @@ const cases = {
     return `Bash ${call.function.arguments}`;
   },
 
+  // A named tool the model would not pick (it calls Bash here): keel writes the call's start for
+  // it, and the SDK gets a Read call with parsed arguments.
+  async chat_named_tool() {
+    const r = await client.chat.completions.create({ ...REQUEST, tool_choice: { type: 'function', function: { name: 'Read' } } });
+    const choice = r.choices[0];
+    const call = (choice.message.tool_calls || [])[0];
+    check(call && call.function.name === 'Read', 'a Read call: ' + JSON.stringify(choice.message));
+    const args = JSON.parse(call.function.arguments);
+    check(typeof args.file_path === 'string', 'arguments parse to {file_path}: ' + call.function.arguments);
+    check(choice.finish_reason === 'tool_calls', 'finish_reason tool_calls, got ' + choice.finish_reason);
+    return `Read ${call.function.arguments}`;
+  },
+
   async models_list() {
     const ids = [];
     for await (const m of client.models.list()) {
