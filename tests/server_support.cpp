@@ -41,13 +41,13 @@ const nlohmann::ordered_json& session_fixture() {
   return session;
 }
 
-ServerProcess::ServerProcess(std::vector<std::string> args, std::vector<std::string> env) {
+ServerProcess::ServerProcess(std::vector<std::string> args, std::vector<std::string> env, std::filesystem::path binary) {
   bool has_model = false, has_port = false;
   for (const auto& a : args) {
     has_model |= a == "--model";
     has_port |= a == "--port";
   }
-  std::vector<std::string> argv = {keel_binary().string(), "serve"};
+  std::vector<std::string> argv = {(binary.empty() ? keel_binary() : binary).string(), "serve"};
   if (!has_model) argv.insert(argv.end(), {"--model", tiny_toolcaller_dir().string()});
   if (!has_port) argv.insert(argv.end(), {"--port", "0"});
   argv.insert(argv.end(), {"--threads", "2"});

@@ -16,8 +16,10 @@ namespace keel::test {
 class ServerProcess {
  public:
   // `args` come after `keel serve`; --model defaults to the bundled tiny-toolcaller. `env`:
-  // NAME=value entries set for the server alone, over the test's own environment.
-  explicit ServerProcess(std::vector<std::string> args = {}, std::vector<std::string> env = {});
+  // NAME=value entries set for the server alone, over the test's own environment. `binary`: the
+  // keel to run (default: the one this test build built).
+  explicit ServerProcess(std::vector<std::string> args = {}, std::vector<std::string> env = {},
+                         std::filesystem::path binary = {});
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

@@ -31,6 +31,8 @@ std::filesystem::path shared_dir() {
 
 std::filesystem::path keel_binary() { return KEEL_BINARY; }
 
+std::filesystem::path release_binary() { return KEEL_RELEASE_BINARY; }
+
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path.string());

@@ -11,6 +11,9 @@ namespace keel::test {
 std::filesystem::path source_dir();
 std::filesystem::path shared_dir();
 std::filesystem::path keel_binary();
+// An unsanitized keel configured with -DKEEL_RELEASE_BINARY (scripts/test.sh passes build/keel), or
+// an empty path.
+std::filesystem::path release_binary();
 std::string read_text(const std::filesystem::path& path);
 
 // Writes a safetensors file: 8-byte little-endian header length, the header JSON text, the data.
