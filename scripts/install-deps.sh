@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev      # JSON
   libboost-dev            # Beast and Asio: keel serve's event-driven HTTP server
   libcpp-httplib-dev      # the tests' HTTP client
