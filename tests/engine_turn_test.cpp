@@ -11,6 +11,7 @@
 
 #include "keel/engine/chat_turn.h"
 #include "keel/kv/kv_footprint.h"
+#include "keel/kv/kv_window.h"
 #include "server_support.h"
 
 namespace keel::test {
@@ -206,6 +207,43 @@ TEST(EngineTurn, APromptAgainReusesItsPrefixAndWritesTheSame) {
   EXPECT_EQ(again_text, first_text);
   EXPECT_EQ(fresh_text, first_text);
   EXPECT_EQ(again.stats.output_tokens, first.stats.output_tokens);
+}
+
+// P, then P+X, then P again: the live sequence now shares only P with the next P+X, while the
+// prefix cache still holds P+X from the second turn. The fourth turn reuses P+X (whole blocks),
+// not just P, under a key and without one, and writes what a fresh prefill writes.
+TEST(EngineTurn, ALiveSequenceNeverHidesALongerCachedPrefix) {
+  const json short_chat = json::array({{{"role", "user"}, {"content", prose(120)}}});
+  json long_chat = short_chat;
+  long_chat.push_back({{"role", "assistant"}, {"content", "Noted."}});
+  long_chat.push_back({{"role", "user"}, {"content", prose(200)}});
+  const PreparedPrompt p = model().prepare(short_chat, nullptr, false);
+  const PreparedPrompt px = model().prepare(long_chat, nullptr, false);
+  ASSERT_TRUE(std::equal(p.ids.begin(), p.ids.end(), px.ids.begin()));  // P+X starts with P
+  const ModelSpec& spec = model().weights().spec;
+  const int64_t context = 2048;
+  const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), context) * context) * 4;
+  TurnOptions o;
+  o.max_tokens = 4;
+  for (const std::string affinity : {"agent-1", ""}) {
+    SCOPED_TRACE("affinity '" + affinity + "'");
+    SessionCache session(spec, budget, kv::KvPolicy(), true, context);
+    auto turn = [&](SessionCache& cache, const PreparedPrompt& prompt, std::string* text = nullptr) {
+      return run_turn(model(), cache, prompt, o, [&](TurnEvent&& e) { if (text) *text += e.text; }, affinity);
+    };
+    turn(session, p);
+    turn(session, px);
+    const TurnResult back = turn(session, p);
+    EXPECT_EQ(back.stats.reused_tokens, static_cast<int64_t>(p.ids.size()) - 1);  // the live sequence
+    std::string reused_text, fresh_text;
+    const TurnResult again = turn(session, px, &reused_text);
+    const auto whole_blocks = (static_cast<int64_t>(px.ids.size()) - 1) / kv::kKvBlockTokens * kv::kKvBlockTokens;
+    EXPECT_EQ(again.stats.reused_tokens, whole_blocks) << "P is " << p.ids.size() << " tokens, P+X " << px.ids.size();
+    SessionCache fresh(spec, budget, kv::KvPolicy(), true, context);
+    turn(fresh, px, &fresh_text);
+    EXPECT_FALSE(fresh_text.empty());
+    EXPECT_EQ(reused_text, fresh_text);
+  }
 }
 
 json bash_and_read_tools() {

@@ -29,14 +29,18 @@ using namespace std::chrono_literals;
 
 // A server on a free loopback port, run on its own thread. Routes: GET /health, POST /echo
 // (echoes the body), GET /stream (three chunks), GET /wait-for-hangup (returns once the client
-// has gone, or after 10 s).
+// has gone, or after 10 s), POST /half-second (answers after half a second). Every path under
+// /locked/ is refused 401 by its own rule, on the head, and before any refusal of the HTTP layer.
 class TestServer {
  public:
   explicit TestServer(Limits limits = {}) {
-    server_ = std::make_unique<Server>(limits, [this](const Request& req, Response& res) { handle(req, res); },
-                                       [](const Request&, int status, const std::string& why, Response& res) {
-                                         res.set_content("refused " + std::to_string(status) + ": " + why, "text/plain");
-                                       });
+    server_ = std::make_unique<Server>(
+        limits, [this](const Request& req, Response& res) { handle(req, res); },
+        [](const Request& req, int status, const std::string& why, Response& res) {
+          if (locked(req, res)) return;
+          res.set_content("refused " + std::to_string(status) + ": " + why, "text/plain");
+        },
+        [](const Request& head, Response& res) { return locked(head, res); });
     port_ = server_->listen("127.0.0.1", 0);
     thread_ = std::thread([this] { server_->run(); });
   }
@@ -49,6 +53,13 @@ class TestServer {
   std::atomic<int> hangups_seen{0};
 
  private:
+  static bool locked(const Request& req, Response& res) {
+    if (!req.path.starts_with("/locked/")) return false;
+    res.status = 401;
+    res.set_content("locked", "text/plain");
+    return true;
+  }
+
   void handle(const Request& req, Response& res) {
     if (req.path == "/health") {
       res.set_content("ok", "text/plain");
@@ -65,6 +76,9 @@ class TestServer {
       while (!req.client_gone() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
       if (req.client_gone()) ++hangups_seen;
       res.set_content("late", "text/plain");
+    } else if (req.path == "/half-second") {
+      std::this_thread::sleep_for(500ms);
+      res.set_content(req.client_gone() ? "gone" : "done", "text/plain");
     } else {
       res.status = 404;
       res.set_content("no route", "text/plain");
@@ -291,6 +305,118 @@ TEST(ReliabilityHttp, StreamsGoOutAsChunksAndAHandlerSeesItsClientLeave) {
   close(fd);
   for (int i = 0; i < 300 && server.hangups_seen == 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(server.hangups_seen, 1);
+}
+
+// Bytes sent after the request (a pipelined request, a stray CRLF) must not hide the hang-up.
+TEST(ReliabilityHttp, AHandlerSeesItsClientLeaveAfterSendingMore) {
+  TestServer server;
+  int expected = 0;
+  for (const std::string more : {std::string("\r\n"), kHealth, std::string("GET /hea")}) {
+    const int fd = connect_to(server.port());
+    send_text(fd, "GET /wait-for-hangup HTTP/1.1\r\nHost: x\r\n\r\n" + more);
+    std::this_thread::sleep_for(100ms);
+    close(fd);
+    ++expected;
+    for (int i = 0; i < 300 && server.hangups_seen < expected; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(server.hangups_seen, expected) << "after sending " << more.size() << " more bytes";
+  }
+}
+
+// A client that shuts its sending side after the request still waits for the answer.
+TEST(ReliabilityHttp, AHalfClosedClientGetsItsAnswer) {
+  TestServer server;
+  const int fd = connect_to(server.port());
+  send_text(fd, "POST /half-second HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi");
+  shutdown(fd, SHUT_WR);
+  const std::string got = read_all(fd);
+  close(fd);
+  // An interim 100 may come first: that is how the server tells a half-close from a hang-up.
+  const size_t final_answer = got.find("HTTP/1.1 200");
+  ASSERT_NE(final_answer, std::string::npos) << got;
+  EXPECT_TRUE(final_answer == 0 || got.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0) == 0) << got;
+  EXPECT_NE(got.find("\r\n\r\ndone"), std::string::npos) << got;
+  // Two pipelined requests, then the half-close: both are answered, and the connection closes
+  // once nothing more can come (not at the idle timeout).
+  const auto start = std::chrono::steady_clock::now();
+  const int two = connect_to(server.port());
+  const std::string request = "POST /half-second HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi";
+  send_text(two, request + request);
+  shutdown(two, SHUT_WR);
+  const std::string both = read_all(two);
+  close(two);
+  EXPECT_EQ(count(both, "\r\n\r\ndone"), 2u) << both;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s) << "the connection stayed open after the last answer";
+}
+
+// A head or a body that does not arrive in time is answered 408 before the connection closes.
+TEST(ReliabilityHttp, ASlowHeadOrBodyIsAnswered408) {
+  Limits limits;
+  limits.head_deadline = 300ms;
+  limits.body_deadline = 300ms;
+  TestServer server(limits);
+  for (const std::string partial : {std::string("GET /health HTTP/1.1\r\nHost: x\r\n"),
+                                    post("the whole body").substr(0, 60)}) {
+    const int fd = connect_to(server.port());
+    send_text(fd, partial);
+    const std::string got = read_all(fd);
+    close(fd);
+    EXPECT_EQ(status_of(got), 408) << partial << "\n" << got;
+  }
+}
+
+TEST(ReliabilityHttp, CodingsItCannotDecodeAreRefused) {
+  TestServer server;
+  const std::string chunked_hello = "\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+  EXPECT_EQ(status_of(exchange(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked" +
+                                                  chunked_hello)), 501);
+  // Chunked twice: malformed framing, which the parser refuses (400) before the coding check.
+  EXPECT_EQ(status_of(exchange(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                                              "Transfer-Encoding: chunked" + chunked_hello)), 400);
+  EXPECT_EQ(status_of(exchange(server.port(), post("hello", "Content-Encoding: gzip\r\n"))), 415);
+  EXPECT_EQ(status_of(exchange(server.port(), post("hello", "Content-Encoding: identity\r\nConnection: close\r\n"))), 200);
+  EXPECT_EQ(status_of(exchange(server.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                              "Transfer-Encoding: Chunked" + chunked_hello)), 200);
+}
+
+// The handler's own rule answers before the body is read, and a refusal of the HTTP layer (431
+// here) carries that rule's status with its body, not another's.
+TEST(ReliabilityHttp, AHeadRefusedBeforeItsBodyKeepsItsStatus) {
+  TestServer server;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string refused = exchange(server.port(), "POST /locked/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+  EXPECT_EQ(status_of(refused), 401) << refused;
+  EXPECT_NE(refused.find("\r\n\r\nlocked"), std::string::npos) << refused;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << "answered without waiting for the body";
+  std::string many = "GET /locked/x HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 200; ++i) many += "X-" + std::to_string(i) + ": y\r\n";
+  const std::string too_many = exchange(server.port(), many + "\r\n");
+  EXPECT_EQ(status_of(too_many), 401) << too_many;
+  EXPECT_NE(too_many.find("\r\n\r\nlocked"), std::string::npos) << too_many;
+}
+
+// Uploads still in progress hold at most max_body_bytes_in_flight between them.
+TEST(ReliabilityHttp, BodiesInFlightAreBounded) {
+  Limits limits;
+  limits.max_body_bytes = 1 << 20;
+  limits.max_body_bytes_in_flight = 2 << 20;
+  TestServer server(limits);
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                           std::to_string(limits.max_body_bytes) + "\r\n\r\n";
+  std::vector<int> stalled;
+  for (int i = 0; i < 2; ++i) {
+    stalled.push_back(connect_to(server.port()));
+    send_text(stalled.back(), head + "partial");
+  }
+  std::this_thread::sleep_for(200ms);
+  const std::string refused = exchange(server.port(), head + std::string(limits.max_body_bytes, 'a'));
+  EXPECT_EQ(status_of(refused), 503) << refused.substr(0, 300);
+  EXPECT_NE(refused.find("other request bodies"), std::string::npos) << refused.substr(0, 300);
+  EXPECT_EQ(status_of(exchange(server.port(), kHealth)), 200) << "a request without a body still passes";
+  // Once one upload completes, its share is free for the next.
+  send_text(stalled[0], std::string(limits.max_body_bytes - 7, 'a'));
+  EXPECT_EQ(status_of(read_all(stalled[0])), 200);
+  EXPECT_EQ(status_of(exchange(server.port(), head + std::string(limits.max_body_bytes, 'a'))), 200);
+  for (int fd : stalled) close(fd);
 }
 
 TEST(ReliabilityHttp, StopAcceptingLetsTheRunningRequestFinish) {

@@ -3,6 +3,7 @@
 // cannot take more than that budget, and what they took goes back to the OS afterwards.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -83,6 +84,37 @@ TEST(ReliabilityMemory, GateForgetsAWaiterThatGaveUp) {
   while (gate.waiting() < 1) std::this_thread::sleep_for(1ms);
   holder.reset();
   EXPECT_TRUE(later.get()) << "the waiter behind one that timed out must still get its turn";
+}
+
+// One client's large body must not hold up small requests that fit beside what is already
+// held, nor may small requests keep the large one waiting once the room it needs is given back.
+TEST(ReliabilityMemory, GateLetsSmallRequestsPastALargeOneWithoutStarvingIt) {
+  const size_t unit = 1 << 20;  // a body whose share is a quarter of the budget
+  PreparationGate gate(4 * api::preparation_cost(unit), unit);
+  auto before = gate.enter(3 * unit, 0ms);
+  ASSERT_TRUE(before);
+  auto large = std::async(std::launch::async, [&] { return gate.enter(4 * unit, 10s); });
+  while (gate.waiting() < 1) std::this_thread::sleep_for(1ms);
+  auto passed = gate.enter(unit, 0ms);
+  EXPECT_TRUE(passed) << "a small body that fits beside what was held before the large one passes it";
+  before.reset();
+  // The large one now waits only for `passed`: a small body that fits must wait behind it.
+  EXPECT_FALSE(gate.enter(unit, 50ms)) << "the large body would wait for as long as small ones keep coming";
+  std::atomic<bool> behind_entered{false};
+  auto behind = std::async(std::launch::async, [&] {
+    auto t = gate.enter(unit, 10s);
+    behind_entered = true;
+    return t;
+  });
+  while (gate.waiting() < 2) std::this_thread::sleep_for(1ms);
+  passed.reset();
+  auto large_ticket = large.get();
+  ASSERT_TRUE(large_ticket);
+  EXPECT_FALSE(behind_entered);
+  EXPECT_EQ(gate.used_bytes(), gate.budget_bytes());
+  large_ticket.reset();
+  EXPECT_TRUE(behind.get());
+  EXPECT_EQ(gate.used_bytes(), 0u);
 }
 
 int64_t proc_status_bytes(int pid, const std::string& key) {

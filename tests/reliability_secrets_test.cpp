@@ -228,6 +228,31 @@ TEST(ReliabilitySecrets, KeysFromTheEnvironment) {
       << flagged.log();
 }
 
+// An empty key is a mistake (`--api-key "$UNSET"`), not a wish to run open: the start fails and
+// says so, for every way an empty key can be written.
+TEST(ReliabilitySecrets, AnEmptyKeyFailsTheStart) {
+  const std::string serve = "timeout 60 " + keel_binary().string() + " serve --model " + tiny_toolcaller_dir().string();
+  const struct {
+    std::string command, message;
+  } cases[] = {
+      {serve + " --api-key ''", "--api-key: an empty key"},
+      {serve + " --api-key=", "--api-key: an empty key"},
+      {serve + " --api-key ' '", "--api-key: an empty key"},
+      {serve + " --api-key ','", "--api-key: an empty key"},
+      {serve + " --api-key 'one,,two'", "--api-key: an empty key"},
+      {serve + " --api-key one --api-key ''", "--api-key: an empty key"},
+      {"KEEL_API_KEY= " + serve, "KEEL_API_KEY: an empty key"},
+      {"KEEL_API_KEY=' , ' " + serve, "KEEL_API_KEY: an empty key"},
+      {"KEEL_API_KEY_FILE= " + serve, "KEEL_API_KEY_FILE: set but empty"},
+  };
+  for (const auto& c : cases) {
+    const CommandResult r = run_command(c.command);
+    EXPECT_EQ(r.exit_code, 1) << c.command << "\n" << r.output;
+    EXPECT_NE(r.output.find("keel serve: error: " + c.message), std::string::npos) << c.command << "\n" << r.output;
+    EXPECT_EQ(r.output.find("listening"), std::string::npos) << c.command << "\n" << r.output;
+  }
+}
+
 TEST(ReliabilitySecrets, KeysFromAFile) {
   TempDir dir;
   const auto file = dir.path() / "keys";

@@ -99,6 +99,7 @@ TEST(ReliabilityShutdown, SigtermLetsTheStreamEndCleanlyAndExitsZero) {
   const std::string refused = waiting.answer.get();
   EXPECT_EQ(refused.rfind("HTTP/1.1 503", 0), 0u) << refused;
   EXPECT_NE(refused.find("shutting down"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("\r\nRetry-After: 2\r\n"), std::string::npos) << refused;
 
   const std::string log = server.log();
   EXPECT_NE(log.find("terminated: no new connections"), std::string::npos) << log;

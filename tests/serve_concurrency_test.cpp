@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
+
+#include <unistd.h>
 
 #include "server_support.h"
 
@@ -102,6 +105,28 @@ TEST(ServeConcurrency, DisconnectMidStreamStopsGenerationAndFreesTheEngine) {
   }
   EXPECT_NE(log.find("cancelled (client gone)"), std::string::npos) << log;
   std::printf("the next request was answered %.2f s after the disconnect\n", waited);
+}
+
+// A non-streaming turn whose client sent more after its request (a stray CRLF, as some clients
+// send) and then hung up is cancelled, not run to its end.
+TEST(ServeConcurrency, AWholeAnswerIsCancelledWhenItsClientLeavesAfterSendingMore) {
+  TempDir dir;
+  ServerProcess server({"--model", random_talker(dir).string()});
+  json essay = request("Write a very long essay about rivers.", 30000);
+  essay["model"] = "random-talker";
+  essay["temperature"] = 0;  // greedy: the essay cannot end on its own
+  const std::string body = essay.dump();
+  const int fd = connect_loopback(server.port());
+  send_all(fd, "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
+                   std::to_string(body.size()) + "\r\n\r\n" + body + "\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  close(fd);
+  std::string log = server.log();
+  for (int i = 0; i < 200 && log.find("cancelled (client gone)") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    log = server.log();
+  }
+  EXPECT_NE(log.find("cancelled (client gone)"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // preflights, no absolute paths for callers without the key, and the key compared in constant time.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 
 #include "keel/api/http_access.h"
@@ -230,6 +231,28 @@ TEST(ServeSecurity, RequestWithoutHost) {
   // HTTP/1.0 with a foreign Host is still refused.
   const RawResponse old_evil = raw_request(server.port(), "GET /health HTTP/1.0\r\nHost: evil.example\r\n\r\n");
   EXPECT_EQ(old_evil.status, 403) << old_evil.body;
+}
+
+// The access rules look at the head alone: a refused upload is answered before its body is
+// sent, so no page or keyless client can make keel receive and hold a body it refuses.
+TEST(ServeSecurity, RefusedBeforeTheBodyIsRead) {
+  ServerProcess server({"--api-key", "sekrit"});
+  const std::string head = "POST /v1/messages HTTP/1.1\r\nContent-Length: 10000000\r\nConnection: close\r\n";
+  const struct {
+    std::string headers;
+    int status;
+  } cases[] = {
+      {"Host: evil.example\r\nContent-Type: application/json\r\nx-api-key: sekrit\r\n", 403},
+      {"Host: localhost\r\nOrigin: https://evil.example\r\nContent-Type: application/json\r\nx-api-key: sekrit\r\n", 403},
+      {"Host: localhost\r\nContent-Type: application/json\r\n", 401},
+      {"Host: localhost\r\nContent-Type: text/plain\r\nx-api-key: sekrit\r\n", 415},
+  };
+  for (const auto& c : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    const RawResponse r = raw_request(server.port(), head + c.headers + "\r\n");
+    EXPECT_EQ(r.status, c.status) << c.headers << r.body;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "it waited for the body";
+  }
 }
 
 // What a web page can send without a preflight: a text/plain POST. It must never reach the model.

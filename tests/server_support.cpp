@@ -185,8 +185,6 @@ std::filesystem::path random_talker(const TempDir& dir) {
   return out;
 }
 
-namespace {
-
 // A TCP connection to 127.0.0.1:port (throws when it cannot be made).
 int connect_loopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -210,8 +208,6 @@ void send_all(int fd, const std::string& data) {
     sent += static_cast<size_t>(n);
   }
 }
-
-}  // namespace
 
 ServedModel& tiny_served_model() {
   static ServedModel model([] {

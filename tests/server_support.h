@@ -81,6 +81,10 @@ struct RawResponse {
   std::string body;
 };
 RawResponse raw_request(int port, const std::string& request);
+// A TCP connection to 127.0.0.1:port (throws when it cannot be made), and a send of all of `data`
+// that the peer takes.
+int connect_loopback(int port);
+void send_all(int fd, const std::string& data);
 
 // Sends a POST over a plain socket, reads at least `bytes` bytes of the answer, then closes the
 // connection mid-response, as a client that goes away does. Returns what it read.

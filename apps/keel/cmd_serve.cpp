@@ -39,32 +39,59 @@ std::optional<std::string> flag_or_env(const Args& args, const std::string& flag
   return std::nullopt;
 }
 
+// The items of a comma-separated value, each trimmed of spaces and tabs; an empty item stays in
+// the list (as "") so a caller can tell "a,,b" from "a,b".
+std::vector<std::string> comma_items(const std::string& value) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= value.size()) {
+    const size_t comma = std::min(value.find(',', at), value.size());
+    std::string item = value.substr(at, comma - at);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    out.push_back(std::move(item));
+    at = comma + 1;
+  }
+  return out;
+}
+
 // A repeatable flag: every --flag given (each may also list values separated by commas), else the
-// comma-separated list in KEEL_FLAG.
+// comma-separated list in KEEL_FLAG. Empty items are dropped.
 std::vector<std::string> list_flag(const Args& args, const std::string& flag) {
   std::vector<std::string> given = args.get_all(flag);
   if (given.empty())
     if (auto v = flag_or_env(args, flag)) given.push_back(*v);
   std::vector<std::string> out;
-  for (const auto& value : given) {
-    size_t at = 0;
-    while (at <= value.size()) {
-      const size_t comma = std::min(value.find(',', at), value.size());
-      std::string item = value.substr(at, comma - at);
-      item.erase(0, item.find_first_not_of(" \t"));
-      item.erase(item.find_last_not_of(" \t") + 1);
-      if (!item.empty()) out.push_back(item);
-      at = comma + 1;
-    }
-  }
+  for (const auto& value : given)
+    for (auto& item : comma_items(value))
+      if (!item.empty()) out.push_back(std::move(item));
   return out;
 }
 
 // Every API key, each once in the order given: --api-key (repeatable, commas separate keys; else
 // KEEL_API_KEY), then --api-key-file (else KEEL_API_KEY_FILE): one key per line, blank lines and
 // lines starting with '#' skipped. The file and the environment keep keys out of the process list.
+//
+// An empty key is refused, never dropped: `--api-key "$UNSET"` or KEEL_API_KEY= would otherwise
+// start a server that asks for no key at all, the opposite of what its user meant.
 std::vector<std::string> api_keys(const Args& args) {
-  std::vector<std::string> keys = list_flag(args, "api-key");
+  std::vector<std::string> given = args.get_all("api-key");
+  std::string source = "--api-key";
+  if (given.empty())
+    if (const char* env = std::getenv("KEEL_API_KEY")) {
+      given.push_back(env);
+      source = "KEEL_API_KEY";
+    }
+  std::vector<std::string> keys;
+  for (const auto& value : given)
+    for (auto& key : comma_items(value)) {
+      if (key.empty())
+        throw Error(source + ": an empty key (an empty value, or a comma with no key beside it); " +
+                    "give every key, or no " + source + " to serve without keys");
+      keys.push_back(std::move(key));
+    }
+  if (const char* file = std::getenv("KEEL_API_KEY_FILE"); file && !*file && !args.get("api-key-file"))
+    throw Error("KEEL_API_KEY_FILE: set but empty; name the key file, or unset it");
   if (auto path = flag_or_env(args, "api-key-file")) {
     std::ifstream in(*path);
     if (!in) throw Error("--api-key-file: cannot read '" + *path + "'");

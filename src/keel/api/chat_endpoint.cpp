@@ -51,7 +51,13 @@ Abandoned abandoned_when(const http::Request& req, const ServerState& s) {
 }
 
 // The answer of a turn that never ran or was cut short because the server is stopping.
-ApiError shutting_down() { return ApiError(503, "api_error", "the server is shutting down; retry on its next start"); }
+// Retry-After as for an overload: a supervisor restarting keel is back within seconds, and a client
+// that honours the header waits instead of failing the turn.
+ApiError shutting_down() {
+  ApiError e(503, "api_error", "the server is shutting down; retry on its next start");
+  e.retry_after_seconds = kOverloadedRetryAfterSeconds;
+  return e;
+}
 
 // Waits until `ready` holds (under job->mutex) or `timeout` passes, and cancels the job as soon as
 // its answer is abandoned. Returns ready().

@@ -25,12 +25,23 @@ size_t effective_preparation_budget(size_t budget_bytes, size_t max_body_bytes) 
 PreparationGate::PreparationGate(size_t budget_bytes, size_t max_body_bytes)
     : budget_(effective_preparation_budget(budget_bytes, max_body_bytes)) {}
 
-PreparationGate::Ticket::Ticket(Ticket&& other) noexcept : gate_(other.gate_), cost_(other.cost_) {
+PreparationGate::Ticket::Ticket(Ticket&& other) noexcept : gate_(other.gate_), serial_(other.serial_) {
   other.gate_ = nullptr;
 }
 
 PreparationGate::Ticket::~Ticket() {
-  if (gate_) gate_->release(cost_);
+  if (gate_) gate_->release(serial_);
+}
+
+bool PreparationGate::may_enter_locked(uint64_t serial, size_t cost) const {
+  if (used_ + cost > budget_) return false;
+  const auto& [oldest, oldest_cost] = *waiting_.begin();
+  if (oldest == serial) return true;
+  // Passing the oldest waiter: only into room it cannot use yet, while what was admitted before
+  // it arrived still keeps it out.
+  size_t held_before_oldest = 0;
+  for (auto it = held_.begin(); it != held_.end() && it->first < oldest; ++it) held_before_oldest += it->second;
+  return budget_ - held_before_oldest < oldest_cost;
 }
 
 std::optional<PreparationGate::Ticket> PreparationGate::enter(size_t body_bytes, std::chrono::milliseconds timeout) {
@@ -38,22 +49,26 @@ std::optional<PreparationGate::Ticket> PreparationGate::enter(size_t body_bytes,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock lock(mutex_);
   const uint64_t me = next_caller_++;
-  waiting_.insert(me);
-  const auto my_turn = [&] { return *waiting_.begin() == me && used_ + cost <= budget_; };
-  const bool admitted = freed_.wait_until(lock, deadline, my_turn);
+  waiting_.emplace(me, cost);
+  const bool admitted = freed_.wait_until(lock, deadline, [&] { return may_enter_locked(me, cost); });
   waiting_.erase(me);
-  // Whoever is first now may be able to go: after a share was taken there may be room left, after
-  // a timeout the one behind the caller that gave up is first.
+  // Others may be able to go now: after a share was taken there may be room left, after a timeout
+  // another waiter is the oldest.
   freed_.notify_all();
   if (!admitted) return std::nullopt;
   used_ += cost;
-  return Ticket(this, cost);
+  held_.emplace(me, cost);
+  return Ticket(this, me);
 }
 
-void PreparationGate::release(size_t cost) {
+void PreparationGate::release(uint64_t serial) {
+  size_t cost = 0;
   {
     std::lock_guard lock(mutex_);
+    const auto it = held_.find(serial);
+    cost = it->second;
     used_ -= cost;
+    held_.erase(it);
   }
   freed_.notify_all();
   if (cost >= kTrimAboveBytes) release_freed_heap();

@@ -4,8 +4,15 @@
 // security"), and it runs on HTTP workers before the engine queue, so without a bound eight large
 // bodies at once take gigabytes. Each request holds a share of one byte budget, sized at start
 // from the plan (what the ceiling leaves after weights, KV pool and scratch), for as long as it is
-// prepared; a request whose share is not free waits its turn, first come first served, and gets
-// "overloaded" if the wait passes a deadline. Small requests cost little and pass at once.
+// prepared; a request whose share is not free waits, and gets "overloaded" if the wait passes a
+// deadline.
+//
+// Who goes first: the oldest waiter, when its share is free. A later request whose share fits may
+// pass it only while the oldest could not go anyway, because the requests admitted before it
+// arrived still hold too much: once those have given back enough, later requests wait behind it.
+// So one client's large bodies do not hold up every small request behind them, and a stream of
+// small requests cannot starve a large one (it waits at most for what was held when it arrived,
+// plus what passed it before that was given back).
 //
 // When a large preparation ends its memory is handed back to the OS (malloc_trim), so a burst of
 // large bodies does not leave the process holding its peak.
@@ -18,7 +25,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <map>
 
 namespace keel::api {
 
@@ -51,13 +58,13 @@ class PreparationGate {
 
    private:
     friend class PreparationGate;
-    Ticket(PreparationGate* gate, size_t cost) : gate_(gate), cost_(cost) {}
+    Ticket(PreparationGate* gate, uint64_t serial) : gate_(gate), serial_(serial) {}
     PreparationGate* gate_;
-    size_t cost_;
+    uint64_t serial_;  // the caller's arrival number
   };
 
-  // The share for a body of `body_bytes`, once it is free and every earlier caller has had its
-  // share; nullopt when that takes longer than `timeout`.
+  // The share for a body of `body_bytes`, once it is free and the order above lets it go; nullopt
+  // when that takes longer than `timeout`.
   std::optional<Ticket> enter(size_t body_bytes, std::chrono::milliseconds timeout);
 
   size_t budget_bytes() const { return budget_; }
@@ -65,14 +72,16 @@ class PreparationGate {
   size_t waiting() const;
 
  private:
-  void release(size_t cost);
+  void release(uint64_t serial);
+  bool may_enter_locked(uint64_t serial, size_t cost) const;
 
   const size_t budget_;
   mutable std::mutex mutex_;
   std::condition_variable freed_;
   size_t used_ = 0;
-  uint64_t next_caller_ = 0;       // numbers the callers of enter() in arrival order
-  std::set<uint64_t> waiting_;     // callers still waiting: only the first may take its share
+  uint64_t next_caller_ = 0;           // numbers the callers of enter() in arrival order
+  std::map<uint64_t, size_t> waiting_;  // caller -> its cost, still waiting (oldest first)
+  std::map<uint64_t, size_t> held_;     // caller -> its cost, admitted and not yet released
 };
 
 }  // namespace keel::api

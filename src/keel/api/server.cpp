@@ -224,6 +224,10 @@ SchedulerOptions scheduler_options(const ServerOptions& o) {
 struct Server::Impl {
   using Handler = std::function<void(const http::Request&, http::Response&)>;
 
+  // How many bodies of the largest size (--max-body-mb) may be received at once; past that, a new
+  // upload is answered 503 before it is read, so stalled uploads cannot hold unbounded memory.
+  static constexpr size_t kBodiesInFlight = 4;
+
   // One route: a method and an exact path, or every path under a prefix.
   struct Route {
     std::string method, path;
@@ -283,19 +287,34 @@ struct Server::Impl {
     return nullptr;
   }
 
-  // Every request runs through here, on an HTTP worker, so a new route cannot forget the rules.
-  // They are checked once the body is read: refusing earlier would leave its bytes on a kept-alive
-  // connection.
+  // Whether the access rules ask `req` for a key: its route says; /health and OPTIONS (CORS
+  // preflights and plain OPTIONS, on any path: browsers never send credentials on a preflight)
+  // never do, and a path no route serves always does.
+  bool needs_key(const http::Request& req) const {
+    if (req.method == "OPTIONS") return false;
+    if (const Route* route = find_route(req)) return route->needs_key;
+    return req.path != "/health";
+  }
+
+  // The access rules on the head alone, before the HTTP layer reads the body (http::HeadCheck): a
+  // refused request's body is never received, so it costs no memory. Runs on the I/O thread.
+  bool refuse_head(const http::Request& req, http::Response& res) {
+    stamp(req, res);
+    if (!refuse(req, res, needs_key(req))) return false;
+    log(req, res);
+    return true;
+  }
+
+  // Every request runs through here, on an HTTP worker, so a new route cannot forget the rules
+  // (refuse_head has already checked them on the head; the body changes nothing they look at).
   void dispatch(const http::Request& req, http::Response& res) {
     stamp(req, res);
     try {
       if (req.method == "OPTIONS") {
-        // CORS preflights (and plain OPTIONS) on any path. Browsers never send credentials on a
-        // preflight, so no key; the Host and Origin rules still apply.
         if (!refuse(req, res, false)) access.answer_options(req, res);
       } else if (const Route* route = find_route(req)) {
         if (!refuse(req, res, route->needs_key)) route->handle(req, res);
-      } else if (!refuse(req, res, req.path != "/health")) {
+      } else if (!refuse(req, res, needs_key(req))) {
         send_error_for(res, req.path, not_found("no route " + req.method + " " + req.path));
         state.metrics.count_response(route_label(req.path), res.status);
       }
@@ -319,7 +338,7 @@ struct Server::Impl {
         send_error_for(res, req.path, request_too_large("the request body is larger than " +
                                                         std::to_string(state.options.max_body_bytes) + " bytes"));
       } else if (status == 503) {
-        send_error_for(res, req.path, ApiError(503, "overloaded_error", "the server has too many connections open"));
+        send_error_for(res, req.path, ApiError(503, "overloaded_error", "the server is busy: " + why));
         res.set_header("Retry-After", "1");
       } else if (status == 408) {
         send_error_for(res, req.path, ApiError(408, type, "the request was not received in time"));
@@ -342,6 +361,7 @@ struct Server::Impl {
         access(AccessOptions{options.host, options.allow_hosts, options.allow_origins, options.api_keys}) {
     http::Limits limits;
     limits.max_body_bytes = state.options.max_body_bytes;
+    limits.max_body_bytes_in_flight = kBodiesInFlight * state.options.max_body_bytes;
     // Every waiting client holds a worker (streams wait for their turn), so there are enough for a
     // full queue plus the running turns and a few quick routes. Idle connections hold none.
     limits.workers = state.options.queue_depth + state.options.parallel + 8;
@@ -349,7 +369,8 @@ struct Server::Impl {
         limits, [this](const http::Request& req, http::Response& res) { dispatch(req, res); },
         [this](const http::Request& req, int status, const std::string& why, http::Response& res) {
           refused(req, status, why, res);
-        });
+        },
+        [this](const http::Request& head, http::Response& res) { return refuse_head(head, res); });
 
     add("POST", "/v1/messages", true, [this](const http::Request& req, http::Response& res) {
       if (!state.options.capture_dir.empty()) capture_request(state.options.capture_dir, "messages", req.body);

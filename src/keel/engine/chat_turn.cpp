@@ -469,9 +469,10 @@ int64_t Turn::sequence_size() const { return runner_->sequence_size(); }
 TurnResult Turn::result() const { return runner_->result(); }
 
 TurnResult run_turn(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt,
-                    const TurnOptions& options, const std::function<void(TurnEvent&&)>& emit) {
+                    const TurnOptions& options, const std::function<void(TurnEvent&&)>& emit,
+                    const std::string& affinity) {
   if (options.prefill_chunk <= 0) throw Error("prefill chunk must be positive");
-  Turn turn(model, session, prompt, options, emit);
+  Turn turn(model, session, prompt, options, emit, affinity);
   turn.start();
   while (!turn.done()) {
     const std::optional<ForwardSegment> segment = turn.next_segment(options.prefill_chunk);

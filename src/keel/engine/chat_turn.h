@@ -138,8 +138,9 @@ class Turn {
 // One turn to its end, its passes run one at a time: Turn with the simplest driver. On the engine
 // thread. `emit` sees the output as it becomes final. The prompt must leave room for at least one
 // token (prompt.ids.size() < session.capacity()); callers answer a longer one with a client error
-// before queueing it.
+// before queueing it. `affinity` as for Turn.
 TurnResult run_turn(ServedModel& model, SessionCache& session, const PreparedPrompt& prompt,
-                    const TurnOptions& options, const std::function<void(TurnEvent&&)>& emit);
+                    const TurnOptions& options, const std::function<void(TurnEvent&&)>& emit,
+                    const std::string& affinity = {});
 
 }  // namespace keel

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "keel/kv/kv_window.h"
 #include "keel/util/error.h"
 
 namespace keel {
@@ -41,13 +42,29 @@ std::unique_ptr<kv::KvSequence> SessionCache::begin(std::span<const int32_t> pro
     if (best == live_.end() || common > best_common) best = it, best_common = common;
     if (!affinity.empty()) break;  // one live sequence per key
   }
-  if (best != live_.end() && best_common > 0) {
-    std::unique_ptr<kv::KvSequence> sequence = std::move(best->sequence);
-    live_.erase(best);
-    sequence->trim(static_cast<int64_t>(best_common));
-    return sequence;
+  if (best == live_.end() || best_common == 0) return pool_.open(prompt, roles, cache_salt);
+
+  // The live sequence may share less than the prefix cache holds (the agent went back to an
+  // earlier, longer conversation; a cancelled turn left a short one): ask the pool too whenever a
+  // whole block more could be there, and continue whichever reuses more.
+  const size_t reusable = prompt.size() - 1;  // best_common > 0, so the prompt is not empty
+  if (best_common + static_cast<size_t>(kv::kKvBlockTokens) <= reusable) {
+    std::unique_ptr<kv::KvSequence> cached;
+    try {
+      cached = pool_.open(prompt, roles, cache_salt);
+    } catch (const CapacityError&) {
+      // No room for a second sequence's state beside the live one: the live one still serves.
+    }
+    if (cached && static_cast<size_t>(cached->size()) > best_common) {
+      best->sequence->publish();  // its complete blocks stay cached, as when it is evicted
+      live_.erase(best);
+      return cached;
+    }
   }
-  return pool_.open(prompt, roles, cache_salt);
+  std::unique_ptr<kv::KvSequence> sequence = std::move(best->sequence);
+  live_.erase(best);
+  sequence->trim(static_cast<int64_t>(best_common));
+  return sequence;
 }
 
 void SessionCache::finish(std::unique_ptr<kv::KvSequence> sequence, const std::string& affinity) {

@@ -4,7 +4,7 @@
 // content-addressed prefix cache behind them. A turn checks a sequence out with begin() and hands
 // it back with finish(). A new turn that continues a live sequence of its own key (the next turn
 // of the same agent, generated tokens included) trims it to the common prefix and prefills only
-// the rest; any other opens a sequence from the prefix cache, which every key shares (a subagent
+// the rest, unless the prefix cache holds a longer prefix, which it then opens; any other opens a sequence from the prefix cache, which every key shares (a subagent
 // reuses its parent's system prompt and tools there). Either way the reused tokens give the same
 // logits as prefilling them again (DESIGN.md invariant 4).
 //
@@ -40,8 +40,9 @@ class SessionCache {
 
   // A sequence holding the longest cached prefix of `prompt` (its size() is the number of tokens
   // reused), at most prompt.size() - 1 tokens so the last prompt token always runs and yields
-  // logits. The live sequence of `affinity` is continued when it shares a prefix; an empty key
-  // continues the keyless live sequence that shares the longest one. Only what was cached under
+  // logits. The live sequence of `affinity` is continued when it shares a prefix and the prefix
+  // cache holds no longer one; an empty key continues the keyless live sequence that shares the
+  // longest prefix, on the same terms. Only what was cached under
   // the same `cache_salt` (KvPool::open) is reused, live sequences included. The caller owns the
   // sequence until finish() or suspend().
   std::unique_ptr<kv::KvSequence> begin(std::span<const int32_t> prompt, std::span<const chat::Role> roles,

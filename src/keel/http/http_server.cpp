@@ -3,6 +3,7 @@
 
 #include "keel/http/http_server.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <future>
 #include <list>
+#include <optional>
 
 #include "keel/util/error.h"
 
@@ -97,6 +99,23 @@ int refusal_status(const error_code& ec) {
   return 400;
 }
 
+// A transfer or content coding this server cannot decode, as the status and reason to refuse it
+// with: a gzip body must not reach a handler as if it were plain JSON.
+std::optional<std::pair<int, std::string>> unsupported_coding(const Request& req) {
+  auto trimmed = [](std::string v) {
+    v.erase(0, v.find_first_not_of(" \t"));
+    v.erase(v.find_last_not_of(" \t") + 1);
+    return v.substr(0, 100);
+  };
+  const std::string te = trimmed(req.header("transfer-encoding"));
+  if (req.header_count("transfer-encoding") > 1 || (req.has_header("transfer-encoding") && !iequals(te, "chunked")))
+    return std::pair{501, "Transfer-Encoding '" + te + "' is not supported: send the body as it is, or chunked"};
+  const std::string ce = trimmed(req.header("content-encoding"));
+  if (req.has_header("content-encoding") && !iequals(ce, "identity"))
+    return std::pair{415, "Content-Encoding '" + ce + "' is not supported: send the body uncompressed"};
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string Request::header(std::string_view name) const {
@@ -133,14 +152,67 @@ void Response::set_content(std::string content, std::string content_type) {
 }
 
 // One client connection. Its socket is used on the I/O thread only; `gone` is read by workers.
+// Everything else is the I/O thread's.
 struct Connection {
-  explicit Connection(tcp::socket socket) : stream(std::move(socket)) {}
+  explicit Connection(tcp::socket socket)
+      : stream(std::move(socket)),
+        read_deadline(stream.get_executor()),
+        watch_tick(stream.get_executor()),
+        watch_over(stream.get_executor()) {}
   beast::tcp_stream stream;
   beast::flat_buffer buffer;  // read but not yet parsed: a pipelined request's bytes stay here
   std::atomic<bool> gone{false};
-  bool busy = false;  // reading a body or answering: not idle (I/O thread only)
+  bool busy = false;  // reading a body or answering: not idle
   std::list<std::weak_ptr<Connection>>::iterator entry;  // in Impl::live
+
+  // The deadline of the read under way. When it passes the read is cancelled and the socket kept
+  // (beast's own expiry closes it), so that the 408 can still be written.
+  net::steady_timer read_deadline;
+  bool read_timed_out = false;
+
+  // While a handler runs (Impl::watch_for_close).
+  bool answer_started = false;  // a stream's first bytes are on their way
+  bool answer_done = false;     // the handler returned: the watcher stops
+  // The watcher read the client's end of stream: nothing more will come than c->buffer holds. (A
+  // read after an end of stream that was already read never completes: Asio's reactor waits for
+  // the socket to become readable again, and edge-triggered epoll does not say so twice.)
+  bool client_shut = false;
+  net::steady_timer watch_tick;  // between polls, once the client has shut its sending side
+  net::steady_timer watch_over;  // at time_point::min() once the watcher has returned
 };
+
+namespace {
+
+// Starts the deadline of the read that follows.
+void arm_read_deadline(const std::shared_ptr<Connection>& c, std::chrono::milliseconds deadline) {
+  c->stream.expires_never();  // a write's deadline must not cut the read short
+  c->read_timed_out = false;
+  c->read_deadline.expires_after(deadline);
+  c->read_deadline.async_wait([weak = std::weak_ptr<Connection>(c)](error_code ec) {
+    auto c = weak.lock();
+    if (ec || !c) return;
+    c->read_timed_out = true;
+    c->stream.socket().cancel(ec);
+  });
+}
+
+// How the read ended, a cancellation by its deadline reported as beast's timeout. Stops the deadline.
+error_code read_result(Connection& c, error_code ec) {
+  c.read_deadline.cancel();
+  return c.read_timed_out && ec == net::error::operation_aborted ? error_code(beast::error::timeout) : ec;
+}
+
+// The bytes of the request bodies being received, held from the head to the body's last byte.
+struct BodyReservation {
+  size_t& in_flight;
+  size_t bytes;
+  BodyReservation(size_t& total, size_t n) : in_flight(total), bytes(n) { in_flight += bytes; }
+  ~BodyReservation() { in_flight -= bytes; }
+  BodyReservation(const BodyReservation&) = delete;
+  BodyReservation& operator=(const BodyReservation&) = delete;
+};
+
+}  // namespace
 
 // A request on its way through a worker: shared by the I/O coroutine waiting for it and the
 // worker running it, so neither outlives what it uses.
@@ -156,14 +228,20 @@ struct Job {
 };
 
 struct Server::Impl {
-  Impl(Limits l, Handler h, RefusalHandler r)
-      : limits(l), handler(std::move(h)), refusal(std::move(r)), workers(std::max<size_t>(1, l.workers)) {}
+  Impl(Limits l, Handler h, RefusalHandler r, HeadCheck check)
+      : limits(l),
+        handler(std::move(h)),
+        refusal(std::move(r)),
+        head_check(std::move(check)),
+        workers(std::max<size_t>(1, l.workers)) {}
 
   class Sink;
 
   Limits limits;
   Handler handler;
   RefusalHandler refusal;
+  HeadCheck head_check;
+  size_t body_bytes_in_flight = 0;  // I/O thread only: BodyReservation
   // Before io: the coroutines io destroys at the end still leave these.
   std::list<std::weak_ptr<Connection>> live;  // I/O thread only
   std::atomic<size_t> connections{0};
@@ -179,10 +257,11 @@ struct Server::Impl {
   net::awaitable<void> write_whole(const std::shared_ptr<Connection>& c, const Response& res, bool keep_alive,
                                    bool head_only);
   net::awaitable<void> refuse(std::shared_ptr<Connection> c, Request partial, int status, std::string why);
+  net::awaitable<void> send_refusal(std::shared_ptr<Connection> c, Request partial, Response res);
   net::awaitable<void> close_gracefully(std::shared_ptr<Connection> c, size_t drain);
   void run_job(const std::shared_ptr<Connection>& c, const std::shared_ptr<Job>& job);
   bool send_from_worker(const std::shared_ptr<Connection>& c, std::string bytes);
-  void watch_for_close(const std::shared_ptr<Connection>& c);
+  net::awaitable<void> watch_for_close(std::shared_ptr<Connection> c, bool http11);
 };
 
 // Streams a response's body as HTTP chunks from the worker running it.
@@ -219,6 +298,7 @@ bool Server::Impl::send_from_worker(const std::shared_ptr<Connection>& c, std::s
   auto sent = result->get_future();
   auto data = std::make_shared<std::string>(std::move(bytes));
   net::post(io, [this, c, data, result] {
+    c->answer_started = true;
     c->stream.expires_after(limits.write_deadline);
     net::async_write(c->stream, net::buffer(*data), [c, data, result](error_code ec, size_t) {
       if (ec) c->gone = true;
@@ -231,16 +311,53 @@ bool Server::Impl::send_from_worker(const std::shared_ptr<Connection>& c, std::s
   return sent.get();
 }
 
-// Notices a client that closes its end while a handler runs: a peek that finds end-of-stream.
-// Bytes of a pipelined request are left where they are, for the next read.
-void Server::Impl::watch_for_close(const std::shared_ptr<Connection>& c) {
-  if (c->buffer.size() > 0) return;
-  c->stream.socket().async_wait(tcp::socket::wait_read, [c](error_code ec) {
-    if (ec) return;
-    char byte;
-    const ssize_t n = ::recv(c->stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) c->gone = true;
-  });
+// Watches the client while its handler runs, until answer() says the answer is ready. What the
+// client sends meanwhile is read into c->buffer (a pipelined request stays there for the next
+// read); c->gone is set once it has gone.
+//
+// An end of stream is either a client that closed, or one that only shut its sending side (a
+// POST, then shutdown(SHUT_WR)) and waits for the answer; both read the same. HTTP/1.1 tells them
+// apart with an interim "100 Continue", which every HTTP/1.1 client must accept: a closed socket
+// answers it with a reset, and poll() reports that. A stream's own chunks probe the same way.
+// HTTP/1.0 has no interim answers: its end of stream counts as gone.
+net::awaitable<void> Server::Impl::watch_for_close(std::shared_ptr<Connection> c, bool http11) {
+  struct Over {  // however the watcher ends, answer() may go on
+    Connection& c;
+    ~Over() { c.watch_over.expires_at(net::steady_timer::time_point::min()); }
+  } over{*c};
+  error_code ec;
+  while (!c->client_shut) {
+    // A client pipelining more than a request head's worth is not watched further.
+    if (c->answer_done || c->buffer.size() >= limits.max_header_bytes) co_return;
+    const size_t n = co_await c->stream.socket().async_read_some(c->buffer.prepare(4096),
+                                                                 net::redirect_error(net::use_awaitable, ec));
+    c->buffer.commit(n);
+    if (!ec) continue;
+    if (ec == net::error::operation_aborted) co_return;  // the answer is ready
+    if (ec == net::error::eof && http11) {
+      c->client_shut = true;
+      break;
+    }
+    c->gone = true;
+    co_return;
+  }
+  if (!c->answer_started) {
+    static const std::string kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::write(c->stream.socket(), net::buffer(kProbe), ec);  // a few bytes into an empty send buffer
+    if (ec) {
+      c->gone = true;
+      co_return;
+    }
+  }
+  while (!c->answer_done) {
+    pollfd p{c->stream.socket().native_handle(), 0, 0};  // POLLERR and POLLHUP are always reported
+    if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) {
+      c->gone = true;
+      co_return;
+    }
+    c->watch_tick.expires_after(std::chrono::milliseconds(20));
+    co_await c->watch_tick.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
 }
 
 void Server::Impl::run_job(const std::shared_ptr<Connection>& c, const std::shared_ptr<Job>& job) {
@@ -282,11 +399,17 @@ net::awaitable<bool> Server::Impl::answer(const std::shared_ptr<Connection>& c, 
     auto alive = weak.lock();
     return stopping || !alive || alive->gone.load();
   };
-  watch_for_close(c);
+  c->answer_started = c->answer_done = false;
+  c->watch_over.expires_at(net::steady_timer::time_point::max());
+  net::co_spawn(io, watch_for_close(c, job->request.version == "HTTP/1.1"), net::detached);
   net::post(workers, [this, c, job] { run_job(c, job); });
   error_code ec;
   co_await job->done.async_wait(net::redirect_error(net::use_awaitable, ec));
-  c->stream.socket().cancel(ec);  // the close watcher, if it is still waiting
+  // Stop the watcher and wait for it: its read must be over before the next one starts.
+  c->answer_done = true;
+  c->stream.socket().cancel(ec);
+  c->watch_tick.cancel();
+  co_await c->watch_over.async_wait(net::redirect_error(net::use_awaitable, ec));
   if (stopping || c->gone) co_return false;
   if (job->streamed) co_return job->stream_ok && job->keep_alive;
   co_await write_whole(c, job->response, job->keep_alive, job->head_only);
@@ -297,7 +420,12 @@ net::awaitable<bool> Server::Impl::answer(const std::shared_ptr<Connection>& c, 
 net::awaitable<void> Server::Impl::refuse(std::shared_ptr<Connection> c, Request partial, int status, std::string why) {
   Response res;
   refusal(partial, status, why, res);
-  res.status = status;
+  if (res.status < 400) res.status = status;  // else an access rule refused it first, with its own body
+  co_await send_refusal(std::move(c), std::move(partial), std::move(res));
+}
+
+// Sends a refusal and closes the connection.
+net::awaitable<void> Server::Impl::send_refusal(std::shared_ptr<Connection> c, Request partial, Response res) {
   co_await write_whole(c, res, /*keep_alive=*/false, /*head_only=*/false);
   // A client refused for its body's size usually writes the whole body before it reads the
   // answer: drain what it declared, so the answer is not lost to a reset.
@@ -353,9 +481,13 @@ net::awaitable<void> Server::Impl::serve(std::shared_ptr<Connection> c) {
     parser.header_limit(static_cast<std::uint32_t>(std::min<size_t>(limits.max_header_bytes, UINT32_MAX)));
     parser.body_limit(limits.max_body_bytes);
     error_code ec;
+    // A client that has shut its sending side can only have sent what the buffer holds, and a head
+    // it left unfinished stays so: it times out at once.
+    if (c->client_shut && c->buffer.size() == 0) break;
     // A total deadline for the whole head: a client sending a byte at a time gains nothing.
-    c->stream.expires_after(first ? limits.head_deadline : limits.idle_timeout);
+    arm_read_deadline(c, c->client_shut ? std::chrono::milliseconds(0) : first ? limits.head_deadline : limits.idle_timeout);
     co_await bhttp::async_read_header(c->stream, c->buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    ec = read_result(*c, ec);
     if (ec) {
       // A kept-alive connection that stays quiet, or goes, just closes.
       const int status = !first && c->buffer.size() == 0 && ec == beast::error::timeout ? 0 : refusal_status(ec);
@@ -369,10 +501,25 @@ net::awaitable<void> Server::Impl::serve(std::shared_ptr<Connection> c) {
     first = false;
     c->busy = true;
     Request req = head_of(parser, *c);
+    const bool head_only = req.method == "HEAD";
+    if (head_only) req.method = "GET";
     const bool has_body_framing = parser.content_length().has_value() || parser.chunked();
     if (req.headers.size() > limits.max_header_count) {
       std::string why = "more than " + std::to_string(limits.max_header_count) + " headers";
       co_await refuse(c, std::move(req), 431, std::move(why));
+      co_return;
+    }
+    // The handler's own rules (who may send it) before a byte of the body is read.
+    if (head_check) {
+      Response res;
+      if (head_check(req, res)) {
+        co_await send_refusal(c, std::move(req), std::move(res));
+        co_return;
+      }
+    }
+    if (auto coding = unsupported_coding(req)) {
+      std::string why = std::move(coding->second);
+      co_await refuse(c, std::move(req), coding->first, std::move(why));
       co_return;
     }
     if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") && !has_body_framing) {
@@ -380,25 +527,36 @@ net::awaitable<void> Server::Impl::serve(std::shared_ptr<Connection> c) {
       co_await refuse(c, std::move(req), 411, std::move(why));
       co_return;
     }
+    std::optional<BodyReservation> reservation;
+    if (!parser.is_done()) {
+      const size_t bytes = std::min<size_t>(parser.content_length().value_or(limits.max_body_bytes), limits.max_body_bytes);
+      if (body_bytes_in_flight + bytes > std::max(limits.max_body_bytes_in_flight, limits.max_body_bytes)) {
+        std::string why = "other request bodies being received hold its share of memory; retry shortly";
+        co_await refuse(c, std::move(req), 503, std::move(why));
+        co_return;
+      }
+      reservation.emplace(body_bytes_in_flight, bytes);
+    }
     if (iequals(req.header("expect"), "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       co_await net::async_write(c->stream, net::buffer(kContinue), net::redirect_error(net::use_awaitable, ec));
       if (ec) co_return;
     }
     if (!parser.is_done()) {
-      c->stream.expires_after(limits.body_deadline);
+      arm_read_deadline(c, limits.body_deadline);
       co_await bhttp::async_read(c->stream, c->buffer, parser, net::redirect_error(net::use_awaitable, ec));
+      ec = read_result(*c, ec);
       if (ec) {
         std::string why = ec.message();
         if (const int status = refusal_status(ec)) co_await refuse(c, std::move(req), status, std::move(why));
         co_return;
       }
     }
+    reservation.reset();  // the body is whole: the handler's memory bounds (api/) take it from here
     c->stream.expires_never();
     auto job = std::make_shared<Job>(io);
     job->keep_alive = parser.get().keep_alive();
-    job->head_only = req.method == "HEAD";
-    if (job->head_only) req.method = "GET";
+    job->head_only = head_only;
     req.body = std::move(parser.get().body());
     job->request = std::move(req);
     if (!co_await answer(c, job)) break;
@@ -426,7 +584,7 @@ net::awaitable<void> Server::Impl::accept_loop() {
       // Refused at once, so a flood of connections costs no more than this answer.
       c->stream.expires_after(std::chrono::seconds(1));
       Request none;
-      std::string why = "too many connections";
+      std::string why = "it has too many connections open";
       net::co_spawn(io, refuse(c, std::move(none), 503, std::move(why)), net::detached);
       continue;
     }
@@ -437,8 +595,8 @@ net::awaitable<void> Server::Impl::accept_loop() {
   }
 }
 
-Server::Server(Limits limits, Handler handler, RefusalHandler refusal)
-    : impl_(std::make_unique<Impl>(limits, std::move(handler), std::move(refusal))) {}
+Server::Server(Limits limits, Handler handler, RefusalHandler refusal, HeadCheck head_check)
+    : impl_(std::make_unique<Impl>(limits, std::move(handler), std::move(refusal), std::move(head_check))) {}
 
 Server::~Server() {
   stop();

@@ -32,8 +32,10 @@ struct Request {
   std::string body;
   std::string remote_addr, local_addr;
   int remote_port = 0, local_port = 0;
-  // Whether the client has closed its end of the connection while the handler runs (a
-  // non-streaming answer nobody will read should stop early). Thread-safe; false when unknown.
+  // Whether the client has gone while the handler runs (a non-streaming answer nobody will read
+  // should stop early). Bytes it sends meanwhile (a pipelined request) are kept for later; a
+  // client that only shuts its sending side (HTTP/1.1) still gets its answer. Thread-safe; false
+  // when unknown.
   std::function<bool()> client_gone = [] { return false; };
 
   // The first value of a header, matched case-insensitively; "" when absent.
@@ -74,6 +76,10 @@ struct Limits {
   size_t max_header_count = 128;       // 431 beyond
   size_t max_body_bytes = 32 << 20;    // 413 at once when Content-Length says more, or when a
                                        // chunked body passes it
+  // The bytes of every body being received, across connections: a request whose body would pass
+  // it is answered 503 before its body is read. Content-Length counts; a chunked body counts as
+  // max_body_bytes. At least max_body_bytes (one largest body always fits).
+  size_t max_body_bytes_in_flight = size_t{128} << 20;
   size_t workers = 16;                 // threads running handlers
 };
 
@@ -82,11 +88,17 @@ using Handler = std::function<void(const Request& req, Response& res)>;
 // Answers what the server refuses before any handler runs (malformed or oversized requests, too
 // many connections): `req` holds what was read of the head (often only the method and path).
 // Runs on the I/O thread: must not block.
+// `res` starts as status 200; a handler that sets an error status of its own (an access rule that
+// refuses the request first) keeps it, else `status` is sent.
 using RefusalHandler = std::function<void(const Request& req, int status, const std::string& why, Response& res)>;
+// Looks at a request's head before its body is read: true refuses it with `res` (an error status),
+// sent at once on a closing connection, and the body is never read. Runs on the I/O thread: must
+// not block.
+using HeadCheck = std::function<bool(const Request& head, Response& res)>;
 
 class Server {
  public:
-  Server(Limits limits, Handler handler, RefusalHandler refusal);
+  Server(Limits limits, Handler handler, RefusalHandler refusal, HeadCheck head_check = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
