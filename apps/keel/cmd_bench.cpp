@@ -18,6 +18,7 @@
 #include "keel/plan/kv_policy.h"
 #include "keel/plan/measured_bandwidth.h"
 #include "keel/ops/machine_limits.h"
+#include "keel/ops/simd_kernels.h"
 #include "keel/util/error.h"
 #include "model_flags.h"
 
@@ -117,6 +118,7 @@ int bench_command(const CommandArgs& argv) {
               w.dir.string().c_str(), w.formats_text().c_str(), static_cast<double>(weight_bytes.resident) / 1e6,
               bytes_per_token / 1e6);
   std::printf("threads          %d\n", m.pool->size());
+  std::printf("SIMD target      %s\n", ops::simd_target_name());  // the kernels' instruction set: name it beside every number
   std::printf("KV policy        %s\n", policy.describe().c_str());
   std::printf("prefill          %lld tokens: %.1f tok/s (%.2f GFLOP/s in matmuls)\n", static_cast<long long>(prompt_tokens),
               prefill_tps, prefill_tps * flops_per_token / 1e9);
