@@ -232,7 +232,11 @@ TEST(EngineTurn, ALiveSequenceNeverHidesALongerCachedPrefix) {
       return run_turn(model(), cache, prompt, o, [&](TurnEvent&& e) { if (text) *text += e.text; }, affinity);
     };
     turn(session, p);
+    const kv::KvPoolStats before = session.stats();
     turn(session, px);
+    // The ordinary next turn continues the live sequence and never opens the pool: the look at
+    // what the cache holds changes nothing (no open() counted).
+    EXPECT_EQ(session.stats().prefix_hits + session.stats().prefix_misses, before.prefix_hits + before.prefix_misses);
     const TurnResult back = turn(session, p);
     EXPECT_EQ(back.stats.reused_tokens, static_cast<int64_t>(p.ids.size()) - 1);  // the live sequence
     std::string reused_text, fresh_text;

@@ -332,7 +332,7 @@ struct Server::Impl {
   // first when the head was read. Runs on the I/O thread: nothing here blocks.
   void refused(const http::Request& req, int status, const std::string& why, http::Response& res) {
     stamp(req, res);
-    if (req.path.empty() || !refuse(req, res, req.path != "/health")) {
+    if (req.path.empty() || !refuse(req, res, needs_key(req))) {
       const std::string type = status >= 500 ? "api_error" : "invalid_request_error";
       if (status == 413) {
         send_error_for(res, req.path, request_too_large("the request body is larger than " +

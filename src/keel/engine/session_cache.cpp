@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "keel/kv/kv_window.h"
 #include "keel/util/error.h"
 
 namespace keel {
@@ -45,10 +44,9 @@ std::unique_ptr<kv::KvSequence> SessionCache::begin(std::span<const int32_t> pro
   if (best == live_.end() || best_common == 0) return pool_.open(prompt, roles, cache_salt);
 
   // The live sequence may share less than the prefix cache holds (the agent went back to an
-  // earlier, longer conversation; a cancelled turn left a short one): ask the pool too whenever a
-  // whole block more could be there, and continue whichever reuses more.
-  const size_t reusable = prompt.size() - 1;  // best_common > 0, so the prompt is not empty
-  if (best_common + static_cast<size_t>(kv::kKvBlockTokens) <= reusable) {
+  // earlier, longer conversation; a cancelled turn left a short one): when the cache may hold more
+  // (a look that changes nothing), open from it too and continue whichever reuses more.
+  if (pool_.cached_prefix_bound(prompt, roles, cache_salt) > static_cast<int64_t>(best_common)) {
     std::unique_ptr<kv::KvSequence> cached;
     try {
       cached = pool_.open(prompt, roles, cache_salt);

@@ -3,7 +3,9 @@
 
 #include "keel/http/http_server.h"
 
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -168,6 +170,7 @@ struct Connection {
   // The deadline of the read under way. When it passes the read is cancelled and the socket kept
   // (beast's own expiry closes it), so that the 408 can still be written.
   net::steady_timer read_deadline;
+  uint64_t read_generation = 0;  // which read a deadline belongs to: a stale expiry does nothing
   bool read_timed_out = false;
 
   // While a handler runs (Impl::watch_for_close).
@@ -188,9 +191,10 @@ void arm_read_deadline(const std::shared_ptr<Connection>& c, std::chrono::millis
   c->stream.expires_never();  // a write's deadline must not cut the read short
   c->read_timed_out = false;
   c->read_deadline.expires_after(deadline);
-  c->read_deadline.async_wait([weak = std::weak_ptr<Connection>(c)](error_code ec) {
+  c->read_deadline.async_wait([weak = std::weak_ptr<Connection>(c), generation = ++c->read_generation](error_code ec) {
     auto c = weak.lock();
-    if (ec || !c) return;
+    // An expiry already queued when its read ended (cancel() cannot take it back) is stale.
+    if (ec || !c || c->read_generation != generation) return;
     c->read_timed_out = true;
     c->stream.socket().cancel(ec);
   });
@@ -199,6 +203,7 @@ void arm_read_deadline(const std::shared_ptr<Connection>& c, std::chrono::millis
 // How the read ended, a cancellation by its deadline reported as beast's timeout. Stops the deadline.
 error_code read_result(Connection& c, error_code ec) {
   c.read_deadline.cancel();
+  ++c.read_generation;
   return c.read_timed_out && ec == net::error::operation_aborted ? error_code(beast::error::timeout) : ec;
 }
 
@@ -256,8 +261,9 @@ struct Server::Impl {
   net::awaitable<bool> answer(const std::shared_ptr<Connection>& c, const std::shared_ptr<Job>& job);
   net::awaitable<void> write_whole(const std::shared_ptr<Connection>& c, const Response& res, bool keep_alive,
                                    bool head_only);
-  net::awaitable<void> refuse(std::shared_ptr<Connection> c, Request partial, int status, std::string why);
-  net::awaitable<void> send_refusal(std::shared_ptr<Connection> c, Request partial, Response res);
+  net::awaitable<void> refuse(std::shared_ptr<Connection> c, Request partial, int status, std::string why,
+                              bool head_only = false);
+  net::awaitable<void> send_refusal(std::shared_ptr<Connection> c, Request partial, Response res, bool head_only);
   net::awaitable<void> close_gracefully(std::shared_ptr<Connection> c, size_t drain);
   void run_job(const std::shared_ptr<Connection>& c, const std::shared_ptr<Job>& job);
   bool send_from_worker(const std::shared_ptr<Connection>& c, std::string bytes);
@@ -341,16 +347,25 @@ net::awaitable<void> Server::Impl::watch_for_close(std::shared_ptr<Connection> c
     c->gone = true;
     co_return;
   }
-  if (!c->answer_started) {
-    static const std::string kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
-    net::write(c->stream.socket(), net::buffer(kProbe), ec);  // a few bytes into an empty send buffer
-    if (ec) {
-      c->gone = true;
-      co_return;
-    }
-  }
+  // Probe while the answer has not started, again every second (a client may read one probe and
+  // close later), and only into an empty send queue: the probe must never block this thread, nor
+  // go out half-written.
+  static const std::string kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
+  const int fd = c->stream.socket().native_handle();
+  auto last_probe = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   while (!c->answer_done) {
-    pollfd p{c->stream.socket().native_handle(), 0, 0};  // POLLERR and POLLHUP are always reported
+    const auto now = std::chrono::steady_clock::now();
+    int queued = 0;
+    if (!c->answer_started && now - last_probe >= std::chrono::seconds(1) && ::ioctl(fd, SIOCOUTQ, &queued) == 0 &&
+        queued == 0) {
+      last_probe = now;
+      const ssize_t sent = ::send(fd, kProbe.data(), kProbe.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (sent != static_cast<ssize_t>(kProbe.size()) && !(sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+        c->gone = true;  // the peer is gone, or a probe went out in part: the answer could not follow it
+        co_return;
+      }
+    }
+    pollfd p{fd, 0, 0};  // POLLERR and POLLHUP are always reported
     if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) {
       c->gone = true;
       co_return;
@@ -417,16 +432,18 @@ net::awaitable<bool> Server::Impl::answer(const std::shared_ptr<Connection>& c, 
 }
 
 // Answers a request the server will not pass on, then closes the connection.
-net::awaitable<void> Server::Impl::refuse(std::shared_ptr<Connection> c, Request partial, int status, std::string why) {
+net::awaitable<void> Server::Impl::refuse(std::shared_ptr<Connection> c, Request partial, int status, std::string why,
+                                          bool head_only) {
   Response res;
   refusal(partial, status, why, res);
   if (res.status < 400) res.status = status;  // else an access rule refused it first, with its own body
-  co_await send_refusal(std::move(c), std::move(partial), std::move(res));
+  co_await send_refusal(std::move(c), std::move(partial), std::move(res), head_only);
 }
 
-// Sends a refusal and closes the connection.
-net::awaitable<void> Server::Impl::send_refusal(std::shared_ptr<Connection> c, Request partial, Response res) {
-  co_await write_whole(c, res, /*keep_alive=*/false, /*head_only=*/false);
+// Sends a refusal (its head alone for a HEAD request) and closes the connection.
+net::awaitable<void> Server::Impl::send_refusal(std::shared_ptr<Connection> c, Request partial, Response res,
+                                                bool head_only) {
+  co_await write_whole(c, res, /*keep_alive=*/false, head_only);
   // A client refused for its body's size usually writes the whole body before it reads the
   // answer: drain what it declared, so the answer is not lost to a reset.
   size_t declared = 0;
@@ -506,25 +523,25 @@ net::awaitable<void> Server::Impl::serve(std::shared_ptr<Connection> c) {
     const bool has_body_framing = parser.content_length().has_value() || parser.chunked();
     if (req.headers.size() > limits.max_header_count) {
       std::string why = "more than " + std::to_string(limits.max_header_count) + " headers";
-      co_await refuse(c, std::move(req), 431, std::move(why));
+      co_await refuse(c, std::move(req), 431, std::move(why), head_only);
       co_return;
     }
     // The handler's own rules (who may send it) before a byte of the body is read.
     if (head_check) {
       Response res;
       if (head_check(req, res)) {
-        co_await send_refusal(c, std::move(req), std::move(res));
+        co_await send_refusal(c, std::move(req), std::move(res), head_only);
         co_return;
       }
     }
     if (auto coding = unsupported_coding(req)) {
       std::string why = std::move(coding->second);
-      co_await refuse(c, std::move(req), coding->first, std::move(why));
+      co_await refuse(c, std::move(req), coding->first, std::move(why), head_only);
       co_return;
     }
     if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") && !has_body_framing) {
       std::string why = "a request body needs Content-Length or chunked transfer encoding";
-      co_await refuse(c, std::move(req), 411, std::move(why));
+      co_await refuse(c, std::move(req), 411, std::move(why), head_only);
       co_return;
     }
     std::optional<BodyReservation> reservation;
@@ -532,18 +549,19 @@ net::awaitable<void> Server::Impl::serve(std::shared_ptr<Connection> c) {
       const size_t bytes = std::min<size_t>(parser.content_length().value_or(limits.max_body_bytes), limits.max_body_bytes);
       if (body_bytes_in_flight + bytes > std::max(limits.max_body_bytes_in_flight, limits.max_body_bytes)) {
         std::string why = "other request bodies being received hold its share of memory; retry shortly";
-        co_await refuse(c, std::move(req), 503, std::move(why));
+        co_await refuse(c, std::move(req), 503, std::move(why), head_only);
         co_return;
       }
       reservation.emplace(body_bytes_in_flight, bytes);
     }
     if (iequals(req.header("expect"), "100-continue")) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      c->stream.expires_after(limits.write_deadline);  // a client that does not read cannot hold its reservation
       co_await net::async_write(c->stream, net::buffer(kContinue), net::redirect_error(net::use_awaitable, ec));
       if (ec) co_return;
     }
     if (!parser.is_done()) {
-      arm_read_deadline(c, limits.body_deadline);
+      arm_read_deadline(c, c->client_shut ? std::chrono::milliseconds(0) : limits.body_deadline);
       co_await bhttp::async_read(c->stream, c->buffer, parser, net::redirect_error(net::use_awaitable, ec));
       ec = read_result(*c, ec);
       if (ec) {

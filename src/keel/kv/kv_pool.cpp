@@ -58,11 +58,10 @@ KvPool::~KvPool() {
 
 bool KvPool::rotated(KvFormat format) const { return rotate_ && rotated_by_default(format); }
 
-std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
-                                         uint64_t cache_salt) {
+std::vector<KvDiskBlockId> KvPool::block_chain(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                                                uint64_t cache_salt) const {
   if (roles.size() != tokens.size())
     throw Error("KV pool: " + std::to_string(tokens.size()) + " tokens but " + std::to_string(roles.size()) + " roles");
-  std::unique_ptr<KvSequence> seq(new KvSequence(*this, cache_salt));
   // Whole blocks only, and never the last token: the caller needs its logits. Each block's place
   // in both chains (hash, check) and its format, from the tokens alone.
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -80,6 +79,31 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
     hash = id.hash = kv_chain_hash(hash, id.tokens, id.format);
     check = id.check = kv_chain_check(check, id.tokens, id.format);
   }
+  return chain;
+}
+
+int64_t KvPool::cached_prefix_bound(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                                    uint64_t cache_salt) const {
+  const std::vector<KvDiskBlockId> chain = block_chain(tokens, roles, cache_salt);
+  size_t b = 0;
+  {
+    std::lock_guard lock(mu_);
+    const KvBlock* parent = nullptr;
+    for (; b < chain.size(); ++b) {
+      const KvDiskBlockId& id = chain[b];
+      const KvBlock* block = find_cached_locked(id.hash, parent, id.tokens, id.format, cache_salt);
+      if (block == nullptr) break;
+      parent = block;
+    }
+  }
+  while (disk_ && b < chain.size() && disk_->contains(chain[b].hash, chain[b].check)) ++b;
+  return static_cast<int64_t>(b) * kKvBlockTokens;
+}
+
+std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                                         uint64_t cache_salt) {
+  const std::vector<KvDiskBlockId> chain = block_chain(tokens, roles, cache_salt);
+  std::unique_ptr<KvSequence> seq(new KvSequence(*this, cache_salt));
 
   KvBlock* parent = nullptr;
   auto reuse = [&](KvBlock* block) {

@@ -86,6 +86,11 @@ class KvPool {
   // and publishes only blocks of the same salt (0: the namespace every caller shared before salts).
   std::unique_ptr<KvSequence> open(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
                                    uint64_t cache_salt = 0);
+  // At least as many tokens as open() would reuse for the same arguments (the whole blocks cached
+  // in RAM, then on disk), found without touching anything: no pins, no LRU order, no counters, no
+  // disk reads, no memory. SessionCache asks it before opening a second sequence beside a live one.
+  int64_t cached_prefix_bound(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                              uint64_t cache_salt = 0) const;
 
   // Evicts least-recently-used cached blocks until `bytes` more fit the budget (the sum of
   // KvSequence::prepare_pass over a batch); throws keel::CapacityError when live sequences hold
@@ -131,6 +136,9 @@ class KvPool {
   void drop_state_locked(KvBlock& block);
   KvBlock* find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens, KvFormat format,
                               uint64_t cache_salt) const;
+  // Each whole block of `tokens` (never the last token) as the chains name it: hash, check, format.
+  std::vector<KvDiskBlockId> block_chain(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                                         uint64_t cache_salt) const;
   void insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens,
                             uint64_t cache_salt);
   bool rotated(KvFormat format) const;
