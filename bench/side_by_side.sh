@@ -36,6 +36,8 @@ usage: bench/side_by_side.sh [-t THREADS] [-p LENGTHS] [-n GEN] [-d DEPTH] [-r R
 
 environment:
   KEEL       keel binary (default: build/keel beside this script's repo)
+  KEEL_SIMD_TARGET  run keel's kernels on one SIMD target (AVX2 on an AVX-512 machine); build
+             llama.cpp for the same target (docs/performance.md) to compare like with like
   LLAMA_CPP  folder with llama-bench (default /work/llama.cpp/b/bin)
   MODELS     folder with the model files (default /tmp/sbs)
 EOF
@@ -138,6 +140,7 @@ if [ "$gen" -gt 0 ]; then tests+=("tg$gen"); fi
   echo "cpu flags:  $(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|avx512vbmi' /proc/cpuinfo | sort -u | tr '\n' ' ')"
   echo "keel:       $KEEL (commit $keel_commit)"
   echo "llama.cpp:  $LLAMA_CPP/llama-bench"
+  echo "restricted: KEEL_SIMD_TARGET=${KEEL_SIMD_TARGET:-unset} (keel bench --target); llama.cpp's own build options are in its CMakeCache.txt"
   echo "models:     $MODELS"
   echo "load before: $(uptime | sed 's/.*load average: //')"
 } > "$out/run.txt"

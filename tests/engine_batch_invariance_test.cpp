@@ -160,7 +160,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen3moe-random", "protect"}, Case{"tiny-gptoss-random", "int8"},
                       Case{"tiny-gemma3-random", "protect"}, Case{"tiny-gemma4-random", "full"},
                       Case{"tiny-llama3-random", "int8"}, Case{"tiny-qwen3next-random", "full"},
-                      Case{"tiny-qwen3next-random", "int8"}, Case{"tiny-qwen3next-random", "protect"}),
+                      Case{"tiny-qwen3next-random", "int8"}, Case{"tiny-qwen3next-random", "protect"},
+                      Case{"gguf/tiny-toolcaller-Q4_0.gguf", "full"}, Case{"gguf/tiny-toolcaller-Q4_K_M.gguf", "int8"}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string name = std::string(info.param.model) + "_" + info.param.policy;
       for (char& ch : name)

@@ -250,6 +250,39 @@ TEST(EngineTurn, ALiveSequenceNeverHidesALongerCachedPrefix) {
   }
 }
 
+// A live sequence that fills the pool is continued part-way into a cached block: the trim's
+// private copy of that block finds no room while the sequence still holds its tail. The turn
+// opens from the prefix cache instead (before, it failed with "KV pool exhausted"), and answers
+// what a fresh session answers.
+TEST(EngineTurn, ALiveSequenceThatFillsThePoolIsContinuedInsideABlock) {
+  PreparedPrompt p = model().prepare(json::array({{{"role", "user"}, {"content", prose(80)}}}), nullptr, false);
+  const size_t n = 3 * kv::kKvBlockTokens;  // whole blocks, so the next turn's trim (to n - 1) ends inside one
+  ASSERT_GT(p.ids.size(), n);
+  p.ids.resize(n);
+  p.roles.resize(n);
+  const ModelSpec& spec = model().weights().spec;
+  const int64_t context = 4 * kv::kKvBlockTokens;
+  // Exactly the prompt's three blocks: after the first turn the live sequence holds all of it.
+  const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), context) * static_cast<double>(n));
+  TurnOptions o;
+  o.max_tokens = 1;  // the sampled token is not run: the sequence stays at n tokens
+  auto turn = [&](SessionCache& cache, std::string& text) {
+    return run_turn(model(), cache, p, o, [&](TurnEvent&& e) { text += e.text; });
+  };
+  SessionCache session(spec, budget, kv::KvPolicy(), true, context);
+  std::string first, again, fresh_text;
+  turn(session, first);
+  ASSERT_EQ(session.live_tokens(), static_cast<int64_t>(n));
+  TurnResult r;
+  ASSERT_NO_THROW(r = turn(session, again));
+  EXPECT_EQ(r.stats.reused_tokens, static_cast<int64_t>(n) - kv::kKvBlockTokens);  // the cache's whole blocks
+  SessionCache fresh(spec, budget, kv::KvPolicy(), true, context);
+  turn(fresh, fresh_text);
+  EXPECT_FALSE(fresh_text.empty());
+  EXPECT_EQ(again, fresh_text);
+  EXPECT_EQ(first, fresh_text);
+}
+
 json bash_and_read_tools() {
   json tools = bash_tool();
   tools.push_back(json::parse(R"({"type":"function","function":{"name":"Read","description":"Read a file",

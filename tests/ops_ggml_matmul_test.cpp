@@ -21,8 +21,11 @@
 
 #include "keel/ops/ggml_bf16_x86.h"
 #include "keel/ops/ggml_blocks.h"
+#include "keel/ops/int16_dot.h"
 #include "keel/ops/matmul.h"
+#include "keel/ops/simd_target.h"
 #include "keel/util/half.h"
+#include "simd_target_support.h"
 #include "test_support.h"
 
 namespace {
@@ -158,33 +161,48 @@ void expect_rows_exact(const Matrix& m, int64_t rows_to_check) {
   }
 }
 
-// matmul against the reference rows in double precision. The kernels may round x to bf16 (the
-// AVX512_BF16 path does; the portable one multiplies f32), so the reference is taken both ways.
-// With x rounded, only f32 accumulation error remains: at most ~(V dot-product steps + the chain of
-// superblocks + 4 reduction levels) roundings of 2^-24 relative to the sum of |terms|, where the K
-// formats' terms are d*sc*q*x and dmin*m*x separately (the kernel subtracts dmin*m*sum(x) per
-// sub-block): under 60 * 6e-8 for these widths, so 2e-5 leaves a wide margin while a misplaced
-// code or scale is far outside. Against exact x the bound is bf16's rounding, 2^-9 of each term.
+// The activations each matmul path multiplies: rounded to bf16 (the AVX512_BF16 kernels), quantized
+// to int16 per block of 32 (int16_dot.h, every other target), or exact (the portable path).
+enum class Activations { bf16, i16, exact };
+Activations activations_of(WeightFormat f) {
+  if (ops::ggml_bf16_supported(f)) return Activations::bf16;
+  return ops::ggml_i16_supported(f) ? Activations::i16 : Activations::exact;
+}
+
+// matmul against the reference rows in double precision, with x as the path that ran takes it
+// (which checks that path did run) and exact. Against that x only f32 accumulation error remains:
+// at most ~(V dot-product steps + the chain of superblocks + 4 reduction levels) roundings of 2^-24
+// relative to the sum of |terms|, where the K formats' terms are d*sc*q*x and dmin*m*x separately
+// (the kernels subtract dmin*m*sum(x) per sub-block): under 60 * 6e-8 for these widths, so 2e-5
+// leaves a wide margin while a misplaced code or scale is far outside. (The int16 path's products
+// and their sums within a unit are exact integers.) Against exact x the bound is the rounding of
+// x: 2^-9 of each term for bf16, 2^-16 of the block's largest for int16.
 void expect_matches_reference(const Matrix& m, const float* x, int64_t tokens, const float* y) {
+  const Activations path = activations_of(m.format);
+  ops::I16Activations quantized;
+  ops::size_i16_activations(m.cols, tokens, false, quantized);
+  ops::quantize_i16_activations(x, 0, tokens, quantized);
   for (int64_t r = 0; r < m.rows; ++r) {
     const uint8_t* row = m.data + r * static_cast<int64_t>(m.row_bytes());
     for (int64_t t = 0; t < tokens; ++t) {
-      double exact = 0, rounded = 0, magnitude = 0;
+      double exact = 0, taken = 0, magnitude = 0;
       for (int64_t c = 0; c < m.cols; ++c) {
         const RefValue w = reference(m.format, row, c);
         const float xv = x[t * m.cols + c];
+        const size_t at = static_cast<size_t>(t * m.cols + c);
+        const double x_taken = path == Activations::bf16 ? bf16_to_float(float_to_bf16(xv))
+                               : path == Activations::i16
+                                   ? static_cast<double>(quantized.scale[at / 32]) * quantized.q[at]
+                                   : static_cast<double>(xv);
         exact += static_cast<double>(w.value) * xv;
-        rounded += static_cast<double>(w.value) * bf16_to_float(float_to_bf16(xv));
+        taken += static_cast<double>(w.value) * x_taken;
         magnitude += (std::abs(static_cast<double>(w.value) + w.offset) + std::abs(w.offset)) * std::abs(xv);
       }
       const double got = y[t * m.rows + r];
-      const double to_rounded = std::abs(got - rounded), to_exact = std::abs(got - exact);
-      // Where the bf16 kernels run, x must have been rounded (a check that they did run).
-      const bool bf16 = ops::ggml_bf16_supported(m.format);
-      EXPECT_TRUE(to_rounded <= 2e-5 * magnitude + 1e-6 || (!bf16 && to_exact <= 2e-5 * magnitude + 1e-6))
-          << m.name << " row " << r << " token " << t << ": " << got << " vs " << rounded << " (x in bf16) or "
-          << exact;
-      EXPECT_LE(to_exact, 4e-3 * magnitude + 1e-6) << m.name << " row " << r << " token " << t;
+      EXPECT_LE(std::abs(got - taken), 2e-5 * magnitude + 1e-6)
+          << m.name << " row " << r << " token " << t << ": " << got << " vs " << taken << " (x as the path takes it), "
+          << exact << " (exact x)";
+      EXPECT_LE(std::abs(got - exact), 4e-3 * magnitude + 1e-6) << m.name << " row " << r << " token " << t;
     }
   }
 }
@@ -257,12 +275,14 @@ TEST_P(OpsGgmlMatmul, MatchesTheDequantizedRows) {
   const auto bytes = random_blocks(s.format, s.rows, s.cols, 11u + static_cast<uint32_t>(s.cols));
   const Matrix m = view(s.format, bytes, s.rows, s.cols);
   ThreadPool pool(2);
-  for (const int64_t tokens : {int64_t{1}, int64_t{5}}) {
-    const std::vector<float> x = random_x(tokens * s.cols, 7);
-    std::vector<float> y(static_cast<size_t>(tokens * s.rows));
-    ops::matmul(m, x.data(), tokens, y.data(), pool);
-    expect_matches_reference(m, x.data(), tokens, y.data());
-  }
+  test::for_each_simd_target([&] {
+    for (const int64_t tokens : {int64_t{1}, int64_t{5}}) {
+      const std::vector<float> x = random_x(tokens * s.cols, 7);
+      std::vector<float> y(static_cast<size_t>(tokens * s.rows));
+      ops::matmul(m, x.data(), tokens, y.data(), pool);
+      expect_matches_reference(m, x.data(), tokens, y.data());
+    }
+  });
 }
 
 TEST_P(OpsGgmlMatmul, OneTokenEqualsItsRowInSeven) {
@@ -270,7 +290,7 @@ TEST_P(OpsGgmlMatmul, OneTokenEqualsItsRowInSeven) {
   const auto bytes = random_blocks(s.format, s.rows, s.cols, 5u + static_cast<uint32_t>(s.rows));
   const std::vector<float> x = random_x(7 * s.cols, 3);
   ThreadPool pool(2);
-  expect_token_invariance(view(s.format, bytes, s.rows, s.cols), x.data(), pool);
+  test::for_each_simd_target([&] { expect_token_invariance(view(s.format, bytes, s.rows, s.cols), x.data(), pool); });
 }
 
 TEST_P(OpsGgmlMatmul, RowsDoNotDependOnTheirNeighbours) {
@@ -278,7 +298,9 @@ TEST_P(OpsGgmlMatmul, RowsDoNotDependOnTheirNeighbours) {
   const auto bytes = random_blocks(s.format, s.rows, s.cols, 9);
   const std::vector<float> x = random_x(6 * s.cols, 4);
   ThreadPool pool(1);
-  expect_rows_independent(view(s.format, bytes, s.rows, s.cols), x.data(), pool, {0, s.rows / 2, s.rows - 1});
+  test::for_each_simd_target([&] {
+    expect_rows_independent(view(s.format, bytes, s.rows, s.cols), x.data(), pool, {0, s.rows / 2, s.rows - 1});
+  });
 }
 
 // The portable path (what matmul runs without AVX512_BF16), called directly: f32 products of the
@@ -454,15 +476,63 @@ TEST(OpsGgmlBlocks, RealFileBlocks) {
       expect_rows_exact(m, rows);
       const std::vector<float> x = random_x(7 * cols, 17);
       std::vector<float> y(static_cast<size_t>(7 * rows));
-      ops::matmul(m, x.data(), 7, y.data(), pool);
-      expect_matches_reference(m, x.data(), 7, y.data());
-      expect_token_invariance(m, x.data(), pool);
+      test::for_each_simd_target([&] {
+        ops::matmul(m, x.data(), 7, y.data(), pool);
+        expect_matches_reference(m, x.data(), 7, y.data());
+        expect_token_invariance(m, x.data(), pool);
+      });
       ++seen[m.format];
     }
   }
   for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q5_0, WeightFormat::Q4_K,
                          WeightFormat::Q6_K, WeightFormat::MXFP4_GGUF})
     EXPECT_GT(seen[f], 0) << "no real " << weight_format_name(f) << " tensor found";
+}
+
+}  // namespace
+
+namespace {
+
+using namespace keel;
+
+// The int16 activations (int16_dot.h): within amax / 65534 of x per element (plus the float
+// rounding of scale * q), the block's largest value hits +-32767, sums are scale * sum(q), zeros
+// stay zero, and a NaN or infinity makes the block's scale NaN (as the f32 products would carry it).
+TEST(OpsGgmlI16, ActivationsQuantizePerBlockOf32) {
+  const int64_t cols = 96, tokens = 3;
+  std::vector<float> x = random_x(tokens * cols, 21);
+  for (int j = 32; j < 64; ++j) x[static_cast<size_t>(j)] = 0.0f;  // token 0, block 1: zeros
+  x[static_cast<size_t>(cols + 70)] = 1e6f;                          // token 1, block 2: one outlier
+  x[static_cast<size_t>(2 * cols + 5)] = NAN;                        // token 2, block 0: a NaN
+  ops::I16Activations a;
+  ops::size_i16_activations(cols, tokens, false, a);
+  ops::quantize_i16_activations(x.data(), 0, tokens, a);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const size_t at = static_cast<size_t>(t * (cols / 32) + b);
+      const float* xb = x.data() + t * cols + 32 * b;
+      const int16_t* q = a.q.data() + t * cols + 32 * b;
+      if (t == 2 && b == 0) {
+        EXPECT_TRUE(std::isnan(a.scale[at]));
+        continue;
+      }
+      float amax = 0;
+      int64_t sum = 0, qmax = 0;
+      for (int j = 0; j < 32; ++j) {
+        amax = std::max(amax, std::abs(xb[j]));
+        sum += q[j];
+        qmax = std::max<int64_t>(qmax, std::abs(q[j]));
+      }
+      if (amax == 0) {
+        EXPECT_EQ(a.scale[at], 0.0f);
+        EXPECT_EQ(qmax, 0);
+        continue;
+      }
+      EXPECT_EQ(qmax, 32767) << t << " " << b;
+      for (int j = 0; j < 32; ++j)
+        EXPECT_LE(std::abs(static_cast<double>(a.scale[at]) * q[j] - xb[j]), amax / 65534.0 * 1.001) << t << " " << b;
+      EXPECT_FLOAT_EQ(a.sum[at], a.scale[at] * static_cast<float>(sum));
+    }
 }
 
 }  // namespace

@@ -9,8 +9,12 @@
 #include <random>
 #include <vector>
 
+#include "keel/ops/int16_dot.h"
 #include "keel/ops/matmul.h"
+#include "keel/ops/mlx_bf16_x86.h"
 #include "keel/util/half.h"
+#include "simd_target_support.h"
+#include "test_support.h"
 
 namespace {
 
@@ -60,10 +64,15 @@ struct Shape {
 
 class OpsMlxMatmul : public ::testing::TestWithParam<Shape> {};
 
-// Against the dequantized rows in double precision. The kernels may round the activations to
-// bf16 (as the bf16 path does), so the reference is taken both ways: with the rounded activations
-// it must agree to float accumulation error (any misplaced code or scale is far outside), with the
-// exact ones to the rounding of x (2^-9 of each |w x| term).
+ops::MlxRows rows_of(const Matrix& m) {
+  return {reinterpret_cast<const uint32_t*>(m.data), m.scales.data(), m.biases.data(), m.bits(), m.group_size, m.cols};
+}
+
+// Against the dequantized rows in double precision, with x as the path that ran takes it (which
+// checks that path did run): rounded to bf16 (AVX512_BF16), quantized to int16 per block of 32
+// (int16_dot.h, other targets), or exact. Against that x it must agree to float accumulation error
+// (any misplaced code or scale is far outside); against exact x to the rounding of x (2^-9 of each
+// |w x| term for bf16).
 TEST_P(OpsMlxMatmul, MatchesTheDequantizedRows) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 11u + static_cast<uint32_t>(s.cols));
@@ -71,27 +80,35 @@ TEST_P(OpsMlxMatmul, MatchesTheDequantizedRows) {
   const std::vector<float> x = random_x(tokens * s.cols, 7);
   ThreadPool pool(2);
   std::vector<float> y(static_cast<size_t>(tokens * s.rows));
-  ops::matmul(w.m, x.data(), tokens, y.data(), pool);
-
-  std::vector<float> row(static_cast<size_t>(s.cols));
-  for (int64_t r = 0; r < s.rows; ++r) {
-    ops::decode_row(w.m, r, row.data());
-    for (int64_t t = 0; t < tokens; ++t) {
-      double exact = 0, rounded = 0, magnitude = 0;
-      for (int64_t c = 0; c < s.cols; ++c) {
-        const double wv = row[static_cast<size_t>(c)];
-        const float xv = x[static_cast<size_t>(t * s.cols + c)];
-        exact += wv * xv;
-        rounded += wv * bf16_to_float(float_to_bf16(xv));
-        magnitude += std::abs(wv * xv);
+  test::for_each_simd_target([&] {
+    ops::matmul(w.m, x.data(), tokens, y.data(), pool);
+    const bool bf16 = ops::mlx_bf16_supported(rows_of(w.m));
+    const bool i16 = !bf16 && ops::mlx_i16_supported(rows_of(w.m));
+    ops::I16Activations q;
+    ops::size_i16_activations(s.cols, tokens, false, q);  // element order, for the reference
+    ops::quantize_i16_activations(x.data(), 0, tokens, q);
+    std::vector<float> row(static_cast<size_t>(s.cols));
+    for (int64_t r = 0; r < s.rows; ++r) {
+      ops::decode_row(w.m, r, row.data());
+      for (int64_t t = 0; t < tokens; ++t) {
+        double exact = 0, taken = 0, magnitude = 0;
+        for (int64_t c = 0; c < s.cols; ++c) {
+          const double wv = row[static_cast<size_t>(c)];
+          const auto at = static_cast<size_t>(t * s.cols + c);
+          const float xv = x[at];
+          exact += wv * xv;
+          taken += wv * (bf16  ? static_cast<double>(bf16_to_float(float_to_bf16(xv)))
+                         : i16 ? static_cast<double>(q.scale[at / 32]) * q.q[at]
+                               : static_cast<double>(xv));
+          magnitude += std::abs(wv * xv);
+        }
+        const double got = y[static_cast<size_t>(t * s.rows + r)];
+        EXPECT_LE(std::abs(got - taken), 2e-5 * magnitude + 1e-6)
+            << "row " << r << " token " << t << ": " << got << " vs " << taken << " (x as the path takes it) or " << exact;
+        EXPECT_LE(std::abs(got - exact), 4e-3 * magnitude + 1e-6) << "row " << r << " token " << t;
       }
-      const double got = y[static_cast<size_t>(t * s.rows + r)];
-      const double to_rounded = std::abs(got - rounded), to_exact = std::abs(got - exact);
-      EXPECT_TRUE(to_rounded <= 2e-5 * magnitude + 1e-6 || to_exact <= 2e-5 * magnitude + 1e-6)
-          << "row " << r << " token " << t << ": " << got << " vs " << rounded << " (x in bf16) or " << exact;
-      EXPECT_LE(to_exact, 4e-3 * magnitude + 1e-6) << "row " << r << " token " << t;
     }
-  }
+  });
 }
 
 // The invariant chunked prefill rests on: token t alone gives the bits of token t among seven.
@@ -103,16 +120,18 @@ TEST_P(OpsMlxMatmul, OneTokenEqualsItsRowInSeven) {
   ThreadPool pool(2);
   std::vector<float> many(static_cast<size_t>(tokens * s.rows)), one(static_cast<size_t>(s.rows));
   std::vector<float> two(static_cast<size_t>(2 * s.rows));
-  ops::matmul(w.m, x.data(), tokens, many.data(), pool);
-  for (int64_t t = 0; t < tokens; ++t) {
-    ops::matmul(w.m, x.data() + t * s.cols, 1, one.data(), pool);
-    for (int64_t r = 0; r < s.rows; ++r)
-      ASSERT_EQ(one[static_cast<size_t>(r)], many[static_cast<size_t>(t * s.rows + r)]) << "token " << t << " row " << r;
-  }
-  // And a call of two (a remainder after a 4-token block in some kernels) starting at token 5.
-  ops::matmul(w.m, x.data() + 5 * s.cols, 2, two.data(), pool);
-  for (int64_t i = 0; i < 2 * s.rows; ++i)
-    ASSERT_EQ(two[static_cast<size_t>(i)], many[static_cast<size_t>(5 * s.rows + i)]) << i;
+  test::for_each_simd_target([&] {
+    ops::matmul(w.m, x.data(), tokens, many.data(), pool);
+    for (int64_t t = 0; t < tokens; ++t) {
+      ops::matmul(w.m, x.data() + t * s.cols, 1, one.data(), pool);
+      for (int64_t r = 0; r < s.rows; ++r)
+        ASSERT_EQ(one[static_cast<size_t>(r)], many[static_cast<size_t>(t * s.rows + r)]) << "token " << t << " row " << r;
+    }
+    // And a call of two (a remainder after a 4-token block in some kernels) starting at token 5.
+    ops::matmul(w.m, x.data() + 5 * s.cols, 2, two.data(), pool);
+    for (int64_t i = 0; i < 2 * s.rows; ++i)
+      ASSERT_EQ(two[static_cast<size_t>(i)], many[static_cast<size_t>(5 * s.rows + i)]) << i;
+  });
 }
 
 // A matrix of one row out of a larger one gives the same bits: rows are summed independently.
@@ -123,7 +142,6 @@ TEST_P(OpsMlxMatmul, RowsDoNotDependOnTheirNeighbours) {
   const std::vector<float> x = random_x(tokens * s.cols, 4);
   ThreadPool pool(1);
   std::vector<float> all(static_cast<size_t>(tokens * s.rows)), last(static_cast<size_t>(tokens));
-  ops::matmul(w.m, x.data(), tokens, all.data(), pool);
   // The last row alone: same words, scales and biases, viewed as a 1-row matrix.
   const int64_t r = s.rows - 1, groups = s.cols / s.group;
   Matrix one_row;
@@ -136,9 +154,12 @@ TEST_P(OpsMlxMatmul, RowsDoNotDependOnTheirNeighbours) {
   one_row.biases.assign(w.m.biases.begin() + r * groups, w.m.biases.begin() + (r + 1) * groups);
   one_row.scales.resize(one_row.scales.size() + kMlxScalePadding, 0.0f);
   one_row.biases.resize(one_row.biases.size() + kMlxScalePadding, 0.0f);
-  ops::matmul(one_row, x.data(), tokens, last.data(), pool);
-  for (int64_t t = 0; t < tokens; ++t)
-    EXPECT_EQ(last[static_cast<size_t>(t)], all[static_cast<size_t>(t * s.rows + r)]) << "token " << t;
+  test::for_each_simd_target([&] {
+    ops::matmul(w.m, x.data(), tokens, all.data(), pool);
+    ops::matmul(one_row, x.data(), tokens, last.data(), pool);
+    for (int64_t t = 0; t < tokens; ++t)
+      EXPECT_EQ(last[static_cast<size_t>(t)], all[static_cast<size_t>(t * s.rows + r)]) << "token " << t;
+  });
 }
 
 // Widths: a kernel block is 256 elements at 4 bits and 128 at 8, so 96, 224, 704 (the

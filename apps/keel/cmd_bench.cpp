@@ -19,6 +19,7 @@
 #include "keel/plan/measured_bandwidth.h"
 #include "keel/ops/machine_limits.h"
 #include "keel/ops/simd_kernels.h"
+#include "keel/ops/simd_target.h"
 #include "keel/util/error.h"
 #include "model_flags.h"
 
@@ -47,8 +48,10 @@ int bench_command(const CommandArgs& argv) {
   std::set<std::string> flags = kModelFlags;
   flags.insert({"prompt-tokens", "gen-tokens", "repeats", "kv-policy", "kv-context", "session", "system-tokens",
                 "answer-tokens", "parallel", "long-prompt-tokens", "short-requests", "short-prompt-tokens",
-                "short-gen-tokens", "short-interval-ms", "kv-disk", "kv-disk-gb", "prefill-chunk"});
+                "short-gen-tokens", "short-interval-ms", "kv-disk", "kv-disk-gb", "prefill-chunk", "target"});
   Args args(argv, flags, {"no-limits"});
+  // One SIMD target's kernels (KEEL_SIMD_TARGET does the same for every command).
+  if (args.has("target")) ops::restrict_simd_target(args.require("target"));
   const kv::KvPolicy policy = kv::KvPolicy::parse(args.get_or("kv-policy", "full"));
   if (args.has("session")) {
     const long turns = args.get_int("session", 20, 1, 100000);

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "commands.h"
+#include "keel/ops/simd_target.h"
 #include "keel/util/error.h"
 
 namespace {
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   for (const auto& c : kSubcommands) {
     if (std::string_view(argv[1]) != c.name) continue;
     try {
+      keel::ops::apply_simd_target_from_env();  // KEEL_SIMD_TARGET: every command, before any kernel runs
       return c.run(keel::cli::CommandArgs(argv + 2, argv + argc));
     } catch (const keel::Error& e) {
       std::fprintf(stderr, "keel %s: error: %s\n", c.name, e.what());

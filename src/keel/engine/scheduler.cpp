@@ -129,7 +129,7 @@ void Scheduler::admit(std::vector<std::unique_ptr<Entry>>& arrived) {
     try {
       if (!e->turn)
         e->turn = std::make_unique<Turn>(model_, session_, *e->job.prompt, e->job.options, e->job.emit, e->job.affinity);
-      e->turn->start();
+      start_turn(*e->turn);
       running_.push_back(std::move(e));
     } catch (const CapacityError&) {
       if (running_.empty()) {
@@ -143,6 +143,20 @@ void Scheduler::admit(std::vector<std::unique_ptr<Entry>>& arrived) {
       return;
     } catch (...) {
       finish(*e, std::current_exception());
+    }
+  }
+}
+
+void Scheduler::start_turn(Turn& turn) {
+  while (true) {
+    try {
+      turn.start();
+      return;
+    } catch (const CapacityError&) {
+      // Idle live sequences go before a turn waits or fails for room, as in relieve_memory.
+      if (!session_.evict_idle()) throw;
+      std::lock_guard lock(mutex_);
+      ++stats_.idle_evictions;
     }
   }
 }

@@ -97,6 +97,9 @@ class Scheduler {
 
   void run();
   void admit(std::vector<std::unique_ptr<Entry>>& arrived);
+  // Turn::start, ending idle live sequences while the pool has no room for it; throws
+  // keel::CapacityError when none is left to end.
+  void start_turn(Turn& turn);
   void step();
   void finish(Entry& entry, std::exception_ptr error);
   void drop_unrunnable_waiting();

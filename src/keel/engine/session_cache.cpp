@@ -61,7 +61,16 @@ std::unique_ptr<kv::KvSequence> SessionCache::begin(std::span<const int32_t> pro
   }
   std::unique_ptr<kv::KvSequence> sequence = std::move(best->sequence);
   live_.erase(best);
-  sequence->trim(static_cast<int64_t>(best_common));
+  try {
+    sequence->trim(static_cast<int64_t>(best_common));
+  } catch (const CapacityError&) {
+    // Trimming copies a partly kept cached block while the sequence still holds its tail: a
+    // sequence that fills the pool leaves no room for that copy. Its complete blocks go to the
+    // prefix cache, its tail is freed, and the turn opens from the cache instead.
+    sequence->publish();
+    sequence.reset();
+    return pool_.open(prompt, roles, cache_salt);
+  }
   return sequence;
 }
 

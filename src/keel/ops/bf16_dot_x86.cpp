@@ -1,5 +1,7 @@
 #include "keel/ops/bf16_dot_x86.h"
 
+#include "keel/ops/simd_target.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 // GCC 12's _mm512_reduce_add_ps trips a false -Wuninitialized inside its own header.
 #pragma GCC diagnostic push
@@ -131,7 +133,7 @@ KEEL_AVX512BF16 void token_block(const uint16_t* w, int64_t cols, int64_t r0, in
 
 bool cpu_has_avx512_bf16() {
   static const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
-  return has;
+  return has && avx512_kernels_allowed();
 }
 
 namespace {

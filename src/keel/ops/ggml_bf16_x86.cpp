@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstring>
 
+#include "keel/ops/simd_target.h"
 #include "keel/util/half.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -554,7 +555,7 @@ bool ggml_bf16_supported(WeightFormat f) {
   static const bool cpu = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512dq") &&
                           __builtin_cpu_supports("f16c");
-  return cpu && is_ggml_block_format(f);
+  return cpu && avx512_kernels_allowed() && is_ggml_block_format(f);
 }
 
 void size_ggml_bf16_activations(const GgmlRows& w, int64_t n_tokens, GgmlBf16Activations& a) {

@@ -127,9 +127,9 @@ void gemm_ggml_f32(const GgmlRows& w, const float* x, int64_t n_tokens, int64_t 
     gemv_f32(rows.data(), w.cols, x, 0, r1 - r0, y);
     return;
   }
-  // Token blocks outermost: four tokens' activations stay in L1 while the rows pass by.
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += 4) {
-    const int64_t nt = std::min<int64_t>(4, n_tokens - t0);
+  // Token blocks outermost: a block's activations stay near the core while the rows pass by.
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kGemmRowsTokenBlock) {
+    const int64_t nt = std::min<int64_t>(kGemmRowsTokenBlock, n_tokens - t0);
     for (int64_t r = r0; r < r1; r += 4) {
       const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
       gemm_rows_f32(rows.data() + (r - r0) * w.cols, nr, x + t0 * w.cols, nt, w.cols, y + t0 * y_stride + (r - r0),

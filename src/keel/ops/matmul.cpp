@@ -8,6 +8,7 @@
 #include "keel/ops/bf16_dot_x86.h"
 #include "keel/ops/ggml_blocks.h"
 #include "keel/ops/ggml_bf16_x86.h"
+#include "keel/ops/int16_dot.h"
 #include "keel/ops/mlx_bf16_x86.h"
 #include "keel/ops/mxfp4_bf16_x86.h"
 #include "keel/ops/simd_kernels.h"
@@ -178,6 +179,23 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
     return;
   }
 
+  // ggml block formats and MLX weights on every other target: integer products of the raw codes
+  // with the activations quantized to int16 per block of 32 (int16_dot.h).
+  const bool mlx = w.format == WeightFormat::MLX4 || w.format == WeightFormat::MLX8;
+  if (mlx ? mlx_i16_supported(mlx_rows(w)) : is_ggml_block_format(w.format) && ggml_i16_supported(w.format)) {
+    thread_local I16Activations caller_act;
+    I16Activations& act = caller_act;
+    size_i16_activations(w.cols, n_tokens, w.format == WeightFormat::MLX4, act);
+    prepared_product(
+        pool, n_tokens, tasks, [&](int64_t t0, int64_t t1) { quantize_i16_activations(x, t0, t1, act); },
+        [&](size_t task) {
+          auto [r0, r1] = rows_of(task);
+          if (mlx) gemm_mlx_i16(mlx_rows(w), act, n_tokens, r0, r1, y + r0, w.rows);
+          else gemm_ggml_i16(ggml_rows(w), act, n_tokens, r0, r1, y + r0, w.rows);
+        });
+    return;
+  }
+
   // MLX weights elsewhere: unpacked in registers, each unpacked vector shared by up to four tokens.
   if (w.format == WeightFormat::MLX4 || w.format == WeightFormat::MLX8) {
     pool.parallel_for(tasks, [&](size_t task, int) {
@@ -216,9 +234,9 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
       for (int64_t r = r0; r < r1; ++r) decode_row(w, r, scratch.data() + (r - r0) * w.cols);
       rows = scratch.data();
     }
-    // Token blocks outermost: four tokens' activations stay in L1 while the block's rows pass by.
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += 4) {
-      const int64_t nt = std::min<int64_t>(4, n_tokens - t0);
+    // Token blocks outermost: a block's activations stay near the core while the task's rows pass by.
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kGemmRowsTokenBlock) {
+      const int64_t nt = std::min<int64_t>(kGemmRowsTokenBlock, n_tokens - t0);
       for (int64_t r = r0; r < r1; r += 4) {
         const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
         gemm_rows_f32(rows + (r - r0) * w.cols, nr, x + t0 * w.cols, nt, w.cols, y + t0 * w.rows + r, w.rows);

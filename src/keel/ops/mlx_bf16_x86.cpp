@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "keel/ops/simd_target.h"
 #include "keel/util/half.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -327,7 +328,7 @@ bool mlx_bf16_supported(const MlxRows& w) {
   static const bool cpu = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vbmi");
   const bool group_ok = w.group_size == 32 || w.group_size == 64 || w.group_size == 128;
-  return cpu && (w.bits == 4 || w.bits == 8) && group_ok && w.cols % w.group_size == 0;
+  return cpu && avx512_kernels_allowed() && (w.bits == 4 || w.bits == 8) && group_ok && w.cols % w.group_size == 0;
 }
 
 void size_mlx_bf16_activations(const MlxRows& w, int64_t n_tokens, MlxBf16Activations& a) {

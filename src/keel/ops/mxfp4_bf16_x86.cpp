@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "keel/ops/bf16_dot_x86.h"
+#include "keel/ops/simd_target.h"
 #include "keel/util/half.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -129,8 +130,8 @@ KEEL_MXFP4_TARGET void widen_rows(const Mxfp4Rows& m, int64_t r0, int64_t r1, ui
 }  // namespace
 
 bool mxfp4_bf16_supported() {
-  static const bool cpu = cpu_has_avx512_bf16() && __builtin_cpu_supports("avx512vbmi");
-  return cpu;
+  static const bool cpu = __builtin_cpu_supports("avx512vbmi");
+  return cpu && cpu_has_avx512_bf16();
 }
 
 void gemm_mxfp4_bf16(const Mxfp4Rows& w, const uint16_t* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y,

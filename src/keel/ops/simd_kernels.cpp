@@ -40,6 +40,7 @@ struct F32Row {
   const float* w;
   HWY_INLINE hn::Vec<DF> operator()(int64_t i) const { return hn::LoadU(DF(), w + i); }
   float scalar(int64_t i) const { return w[i]; }
+  F32Row shifted(int64_t n) const { return {w + n}; }
 };
 
 struct F16Row {
@@ -50,6 +51,7 @@ struct F16Row {
     return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w + i)));
   }
   float scalar(int64_t i) const { return f16_to_float(w[i]); }
+  F16Row shifted(int64_t n) const { return {w + n}; }
 };
 
 struct BF16Row {
@@ -62,16 +64,48 @@ struct BF16Row {
     return hn::BitCast(df, wide);
   }
   float scalar(int64_t i) const { return bf16_to_float(w[i]); }
+  BF16Row shifted(int64_t n) const { return {w + n}; }
 };
 
+// y[r - r0] = DotWith(row r, x) for r in [r0, r1), four rows at a time: four independent chains
+// cover the multiply-add latency (one chain alone waits on it every vector) and share each load of
+// x. Each row's chain and tail are DotWith's, so the bits are those of one row alone.
+template <class Row>
+void GemvRows(const Row& first_row, int64_t cols, const float* HWY_RESTRICT x, int64_t r0, int64_t r1, float* y) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto row = [&](int64_t r) { return first_row.shifted(r * cols); };
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const Row w0 = row(r), w1 = row(r + 1), w2 = row(r + 2), w3 = row(r + 3);
+    auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + N <= cols; i += N) {
+      const auto xv = hn::LoadU(df, x + i);
+      a0 = hn::MulAdd(w0(i), xv, a0);
+      a1 = hn::MulAdd(w1(i), xv, a1);
+      a2 = hn::MulAdd(w2(i), xv, a2);
+      a3 = hn::MulAdd(w3(i), xv, a3);
+    }
+    float s[4] = {hn::GetLane(hn::SumOfLanes(df, a0)), hn::GetLane(hn::SumOfLanes(df, a1)),
+                  hn::GetLane(hn::SumOfLanes(df, a2)), hn::GetLane(hn::SumOfLanes(df, a3))};
+    const Row* w[4] = {&w0, &w1, &w2, &w3};
+    for (int k = 0; k < 4; ++k) {
+      for (int64_t j = i; j < cols; ++j) s[k] += w[k]->scalar(j) * x[j];
+      y[r + k - r0] = s[k];
+    }
+  }
+  for (; r < r1; ++r) y[r - r0] = DotWith(row(r), x, cols);
+}
+
 void GemvF32(const float* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
-  for (int64_t r = r0; r < r1; ++r) y[r - r0] = DotWith(F32Row{w + r * cols}, x, cols);
+  GemvRows(F32Row{w}, cols, x, r0, r1, y);
 }
 void GemvF16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
-  for (int64_t r = r0; r < r1; ++r) y[r - r0] = DotWith(F16Row{w + r * cols}, x, cols);
+  GemvRows(F16Row{w}, cols, x, r0, r1, y);
 }
 void GemvBF16(const uint16_t* w, int64_t cols, const float* x, int64_t r0, int64_t r1, float* y) {
-  for (int64_t r = r0; r < r1; ++r) y[r - r0] = DotWith(BF16Row{w + r * cols}, x, cols);
+  GemvRows(BF16Row{w}, cols, x, r0, r1, y);
 }
 
 // MLX rows. A vector of N U32 words holds N*E elements (E = 32/bits); shifting every lane by
@@ -293,31 +327,42 @@ void GemvMxfp4(const Mxfp4Rows& m, const float* x, int64_t r0, int64_t r1, float
   }
 }
 
-// A 4x4 register tile: 4 weight rows against 4 tokens per pass over the columns, so each loaded
-// vector feeds four FMAs. Rows or tokens beyond the block are aliased to the first and dropped.
+// A register tile: 4 weight rows against kT tokens per pass over the columns, so each loaded
+// vector feeds several FMAs. kT is what the target's vector registers hold: 4 with 32 registers
+// (AVX-512, NEON), 3 with 16 (AVX2, SSE4), where a 4x4 tile's 16 accumulators, 4 activations
+// and a row would spill every step. Rows or tokens beyond the block are aliased to the first and
+// dropped. Each (row, token) is one chain over the columns whatever the tile, so the tile shape
+// changes no bit.
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+constexpr int kTileTokens = 3;
+#else
+constexpr int kTileTokens = 4;
+#endif
+
 void GemmRowsF32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols, float* y,
                  int64_t y_stride) {
+  constexpr int kT = kTileTokens;
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const float* w[4];
   for (int r = 0; r < 4; ++r) w[r] = rows + (r < n_rows ? r : 0) * cols;
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += 4) {
-    const int nt = static_cast<int>(std::min<int64_t>(4, n_tokens - t0));
-    const float* xt[4];
-    for (int t = 0; t < 4; ++t) xt[t] = x + (t0 + (t < nt ? t : 0)) * cols;
-    hn::Vec<DF> acc[4][4];
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kT) {
+    const int nt = static_cast<int>(std::min<int64_t>(kT, n_tokens - t0));
+    const float* xt[kT];
+    for (int t = 0; t < kT; ++t) xt[t] = x + (t0 + (t < nt ? t : 0)) * cols;
+    hn::Vec<DF> acc[4][kT];
     for (auto& row : acc)
       for (auto& a : row) a = hn::Zero(df);
     int64_t i = 0;
     for (; i + N <= cols; i += N) {
-      const auto x0 = hn::LoadU(df, xt[0] + i), x1 = hn::LoadU(df, xt[1] + i);
-      const auto x2 = hn::LoadU(df, xt[2] + i), x3 = hn::LoadU(df, xt[3] + i);
+      hn::Vec<DF> xv[kT];
+#pragma GCC unroll 4
+      for (int t = 0; t < kT; ++t) xv[t] = hn::LoadU(df, xt[t] + i);
+#pragma GCC unroll 4
       for (int r = 0; r < 4; ++r) {
         const auto wr = hn::LoadU(df, w[r] + i);
-        acc[r][0] = hn::MulAdd(wr, x0, acc[r][0]);
-        acc[r][1] = hn::MulAdd(wr, x1, acc[r][1]);
-        acc[r][2] = hn::MulAdd(wr, x2, acc[r][2]);
-        acc[r][3] = hn::MulAdd(wr, x3, acc[r][3]);
+#pragma GCC unroll 4
+        for (int t = 0; t < kT; ++t) acc[r][t] = hn::MulAdd(wr, xv[t], acc[r][t]);
       }
     }
     for (int r = 0; r < n_rows; ++r)

@@ -39,6 +39,10 @@ void decode_mxfp4_rows(const Mxfp4Rows& w, int64_t r0, int64_t r1, float* out);
 // widens (and so what gemm_rows_f32 gives for any number of tokens), without widening them.
 void gemv_mxfp4(const Mxfp4Rows& w, const float* x, int64_t r0, int64_t r1, float* y);
 
+// Tokens per call of gemm_rows_f32 that fill its register tiles on every target (3 tokens a tile
+// on 16-register targets, 4 on 32-register ones).
+inline constexpr int64_t kGemmRowsTokenBlock = 12;
+
 // Multi-token product for a small block of f32 rows: y[t * y_stride + r] = dot(rows[r], x[t]) for
 // r < n_rows (at most 4, each `cols` long, contiguous) and t < n_tokens (x rows `cols` apart).
 void gemm_rows_f32(const float* rows, int n_rows, const float* x, int64_t n_tokens, int64_t cols,

@@ -1,6 +1,28 @@
 #include "keel/util/thread_pool.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace keel {
+namespace {
+
+// One step of a busy wait: a pause that lets the core's other hyperthread run, and after a while a
+// yield, so that a waiter never holds a core another thread of the loop needs (more threads than
+// cores, as when tests run side by side).
+inline void spin_wait(int spins) {
+  if (spins >= 4096) {
+    std::this_thread::yield();
+    return;
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
 
 int hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
@@ -14,41 +36,45 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(park_mutex_);
+    stopping_.store(true);
   }
-  wake_.notify_all();
+  park_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::run_tasks(int thread_index) {
-  std::unique_lock lock(mutex_);
-  while (next_ < count_) {
-    size_t i = next_++;
-    lock.unlock();
+  for (size_t i = next_.fetch_add(1, std::memory_order_relaxed); i < count_;
+       i = next_.fetch_add(1, std::memory_order_relaxed)) {
     (*task_)(i, thread_index);
-    lock.lock();
-    ++finished_;
+    finished_.fetch_add(1, std::memory_order_release);
   }
-  if (finished_ == count_) done_.notify_all();
 }
 
 void ThreadPool::worker_loop(int thread_index) {
-  size_t seen = 0;
+  uint64_t seen = 0;
+  auto ready = [&](uint64_t g) { return g != seen && g % 2 == 0; };
   for (;;) {
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      ++busy_workers_;
+    // Spin for the next loop, then park.
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforePark;
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spins = 0; !ready(g) && !stopping_.load(std::memory_order_relaxed); ++spins) {
+      spin_wait(spins);
+      if (spins % 256 == 255 && std::chrono::steady_clock::now() > spin_until) {
+        std::unique_lock lock(park_mutex_);
+        ++parked_;
+        park_.wait(lock, [&] { return stopping_.load() || ready(generation_.load(std::memory_order_acquire)); });
+        --parked_;
+      }
+      g = generation_.load(std::memory_order_acquire);
     }
-    run_tasks(thread_index);
-    {
-      std::lock_guard lock(mutex_);
-      --busy_workers_;
+    if (stopping_.load()) return;
+    busy_.fetch_add(1, std::memory_order_seq_cst);
+    if (generation_.load(std::memory_order_seq_cst) == g) {  // still that loop: its fields stay put
+      seen = g;
+      run_tasks(thread_index);
     }
-    done_.notify_all();
+    busy_.fetch_sub(1, std::memory_order_release);
   }
 }
 
@@ -58,20 +84,23 @@ void ThreadPool::parallel_for(size_t count, const std::function<void(size_t, int
     for (size_t i = 0; i < count; ++i) task(i, 0);
     return;
   }
+  // Set up: mark the generation odd, wait out any worker still inside the last loop (all its tasks
+  // are claimed, so it is leaving), write the loop, then publish it.
+  const uint64_t g = generation_.load(std::memory_order_relaxed);
+  generation_.store(g + 1, std::memory_order_seq_cst);
+  for (int spins = 0; busy_.load(std::memory_order_seq_cst) != 0; ++spins) spin_wait(spins);
+  task_ = &task;
+  count_ = count;
+  next_.store(0, std::memory_order_relaxed);
+  finished_.store(0, std::memory_order_relaxed);
+  generation_.store(g + 2, std::memory_order_release);
   {
-    std::lock_guard lock(mutex_);
-    task_ = &task;
-    count_ = count;
-    next_ = 0;
-    finished_ = 0;
-    ++generation_;
+    std::lock_guard lock(park_mutex_);
+    if (parked_ > 0) park_.notify_all();
   }
-  wake_.notify_all();
   run_tasks(0);
-  // Wait until every task ran and every worker has left run_tasks, so the next call cannot race.
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return finished_ == count_ && busy_workers_ == 0; });
-  task_ = nullptr;
+  // Done when every task has run; workers still leaving are waited for by the next call.
+  for (int spins = 0; finished_.load(std::memory_order_acquire) != count; ++spins) spin_wait(spins);
 }
 
 }  // namespace keel

@@ -2,8 +2,19 @@
 // A fixed set of worker threads that run one parallel loop at a time. The calling thread takes part,
 // so a pool of N threads starts N-1 workers. Kernels split their output rows into tasks; each task
 // learns which thread runs it so it can use that thread's scratch memory.
+//
+// A decode step runs a few hundred loops of tens of microseconds each, so waking parked threads
+// for each would cost a large share of it. Workers therefore spin on the loop counter for a while
+// after each loop (kSpinBeforePark) and only then park on a condition variable; tasks are claimed
+// with an atomic counter. An idle pool (between requests) is parked and costs no CPU.
+//
+// Threads: parallel_for is called by one thread at a time (the pool's owner); tasks run on that
+// thread and the workers.
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -24,21 +35,28 @@ class ThreadPool {
   // are done. thread_index is in [0, size()). Not reentrant: do not call from inside a task.
   void parallel_for(size_t count, const std::function<void(size_t, int)>& task);
 
+  // How long a worker spins for the next loop before it parks.
+  static constexpr std::chrono::microseconds kSpinBeforePark{1000};
+
  private:
   void worker_loop(int thread_index);
   void run_tasks(int thread_index);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
+  // The loop in flight. `generation_` is odd while the caller writes task_ and count_, and even
+  // once they are ready; a worker announces itself in busy_ before it checks the generation, and
+  // the caller writes only when no worker is busy, so a worker never reads them half-written.
   const std::function<void(size_t, int)>* task_ = nullptr;
   size_t count_ = 0;
-  size_t next_ = 0;
-  size_t finished_ = 0;
-  size_t generation_ = 0;
-  int busy_workers_ = 0;
-  bool stopping_ = false;
+  std::atomic<size_t> next_{0};          // the next task to claim
+  std::atomic<size_t> finished_{0};      // tasks run
+  std::atomic<uint64_t> generation_{0};  // twice the loops started (plus one while one is set up)
+  std::atomic<int> busy_{0};             // workers inside a loop
+  std::atomic<bool> stopping_{false};
+  // Parking: a worker that spun long enough sleeps here until the next loop or the end.
+  std::mutex park_mutex_;
+  std::condition_variable park_;
+  int parked_ = 0;  // under park_mutex_
 };
 
 int hardware_threads();

@@ -1,0 +1,403 @@
+// Highway re-includes this file once per SIMD target; everything between HWY_BEFORE_NAMESPACE and
+// HWY_AFTER_NAMESPACE is compiled for each, and the HWY_ONCE part dispatches at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "keel/ops/int16_dot.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "keel/ops/int16_dot.h"
+#include "keel/util/error.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace keel::ops {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// At most 16 int16 lanes: a Q6_K unit (16 codes) is then whole vectors on every target. AVX2 and
+// AVX-512 run 16 (VPMADDWD on 256 bits), SSE4 and NEON 8, the scalar target 1.
+using D16 = hn::CappedTag<int16_t, 16>;
+using D32 = hn::Repartition<int32_t, D16>;
+using DF = hn::Rebind<float, D32>;
+using DU8 = hn::Rebind<uint8_t, D16>;
+using DI8 = hn::Rebind<int8_t, D16>;
+using V16 = hn::Vec<D16>;
+
+// The code lambdas run once per vector in the innermost loop: inlined even at -O2 (the sanitized
+// test build), where GCC would otherwise call them.
+// The loops over a row's kNT tokens are unrolled even at -O2, so each token's accumulators stay
+// in registers (the arrays would otherwise live on the stack).
+#define KEEL_UNROLL_TOKENS _Pragma("GCC unroll 4")
+#ifndef KEEL_INLINE_LAMBDA
+#define KEEL_INLINE_LAMBDA __attribute__((always_inline))
+#endif
+
+HWY_INLINE V16 bytes_u(const uint8_t* p) { return hn::PromoteTo(D16(), hn::LoadU(DU8(), p)); }
+HWY_INLINE V16 bytes_i(const uint8_t* p) { return hn::PromoteTo(D16(), hn::LoadU(DI8(), reinterpret_cast<const int8_t*>(p))); }
+
+// An f16 scale, widened by the target's own conversion (F16C on AVX2 and up): exact, as f16_to_float.
+HWY_INLINE float f16_at(const uint8_t* p) {
+  const hn::CappedTag<float, 1> d1;
+  const hn::Rebind<hwy::float16_t, decltype(d1)> dh1;
+  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
+}
+
+// One row against kNT tokens: each unit's code vectors are made once and multiplied with every
+// token's activations. Every (row, token) sum runs the same operations in the same order.
+template <int kNT>
+struct RowTokens {
+  const int16_t* xq[kNT];     // the tokens' quantized activations, at the row's first element
+  const float* xscale[kNT];   // per block of 32
+  const float* xsum[kNT];     // per block of 32
+  hn::Vec<DF> acc[kNT];
+  float offsets[kNT];
+
+  RowTokens(const I16Activations& a, int64_t t0) {
+    const int64_t blocks = a.cols / 32;
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) {
+      xq[t] = a.q.data() + (t0 + t) * a.cols;
+      xscale[t] = a.scale.data() + (t0 + t) * blocks;
+      xsum[t] = a.sum.data() + (t0 + t) * blocks;
+      acc[t] = hn::Zero(DF());
+      offsets[t] = 0.0f;
+    }
+  }
+
+  // The unit of `n` codes starting at element `first` of the row (n a multiple of the lane count,
+  // inside one block of 32): codes(e) gives the code vector of the unit's elements e .. e + L.
+  template <class Codes>
+  HWY_INLINE void unit(int64_t first, int n, float scale, const Codes& codes) {
+    const D16 d16;
+    const D32 d32;
+    const int L = static_cast<int>(hn::Lanes(d16));
+    hn::Vec<D32> s0[kNT], s1[kNT];
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) s0[t] = s1[t] = hn::Zero(d32);
+    for (int e = 0; e < n; e += L) {
+      const V16 c = codes(e);
+      KEEL_UNROLL_TOKENS
+      for (int t = 0; t < kNT; ++t)
+        s0[t] = hn::ReorderWidenMulAccumulate(d32, c, hn::LoadU(d16, xq[t] + first + e), s0[t], s1[t]);
+    }
+    const int64_t block = first / 32;
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t)
+      acc[t] = hn::MulAdd(hn::Set(DF(), scale * xscale[t][block]), hn::ConvertTo(DF(), hn::Add(s0[t], s1[t])), acc[t]);
+  }
+
+  // The c * sum(x) term of a unit of 32 (c = -dmin * m for Q4_K/Q5_K, an MLX group's bias).
+  HWY_INLINE void offset_term(int64_t first, float c) {
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) offsets[t] += c * xsum[t][first / 32];
+  }
+
+  HWY_INLINE void store(float* y, int64_t y_stride) {
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) y[t * y_stride] = hn::GetLane(hn::SumOfLanes(DF(), acc[t])) + offsets[t];
+  }
+};
+
+// ---- The formats: Block(p, first, row) runs the units of the block at p (elements first ..).
+
+struct Q8_0K {
+  static constexpr int kElems = 32, kBytes = 34;
+  template <class Row>
+  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+    row.unit(first, 32, f16_at(p), [&](int e) KEEL_INLINE_LAMBDA { return bytes_i(p + 2 + e); });
+  }
+};
+
+// Q4_0: element j < 16 is the low nibble of qs[j], element j + 16 its high nibble.
+struct Q4_0K {
+  static constexpr int kElems = 32, kBytes = 18;
+  template <class Row>
+  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+    const D16 d16;
+    row.unit(first, 32, f16_at(p), [&](int e) KEEL_INLINE_LAMBDA {
+      const V16 b = bytes_u(p + 2 + (e & 15));
+      return hn::Sub(e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b), hn::Set(d16, 8));
+    });
+  }
+};
+
+// Q5_0: as Q4_0 with bit j of the u32 qh as bit 4 of element j, and 16 subtracted. Lane i of the
+// vector at element e takes bit e + i: the 16 bits from e on are set in every lane, and lane i
+// keeps bit i of them (a per-lane mask).
+alignas(32) constexpr uint16_t kLaneBits[16] = {1u << 0, 1u << 1, 1u << 2, 1u << 3, 1u << 4, 1u << 5,
+                                               1u << 6, 1u << 7, 1u << 8, 1u << 9, 1u << 10, 1u << 11,
+                                               1u << 12, 1u << 13, 1u << 14, 1u << 15};  // 1 << lane
+
+struct Q5_0K {
+  static constexpr int kElems = 32, kBytes = 22;
+  template <class Row>
+  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+    const D16 d16;
+    const hn::RebindToUnsigned<D16> du16;
+    uint32_t qh;
+    std::memcpy(&qh, p + 2, 4);
+    const auto lane_bit = hn::LoadU(du16, kLaneBits);
+    row.unit(first, 32, f16_at(p), [&](int e) KEEL_INLINE_LAMBDA {
+      const V16 b = bytes_u(p + 6 + (e & 15));
+      const V16 low = e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b);
+      const auto bits = hn::And(hn::Set(du16, static_cast<uint16_t>(qh >> e)), lane_bit);
+      const V16 high = hn::IfThenElseZero(hn::RebindMask(d16, hn::Ne(bits, hn::Zero(du16))), hn::Set(d16, 16));
+      return hn::Sub(hn::Or(low, high), hn::Set(d16, 16));
+    });
+  }
+};
+
+// Q4_K, Q5_K: sub-block j (32 elements) is the low (j even) or high (j odd) nibbles of
+// qs[32 (j / 2) ..]; Q5_K's bit 4 of element l is bit j of qh[l].
+template <bool kFive>
+struct QK45 {
+  static constexpr int kElems = 256, kBytes = kFive ? 176 : 144;
+  template <class Row>
+  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+    const D16 d16;
+    const float d = f16_at(p), dmin = f16_at(p + 2);
+    const uint8_t* qh = p + 16;
+    const uint8_t* qs = p + (kFive ? 48 : 16);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      ggml_k4_scale_min(j, p + 4, sc, m);
+      const uint8_t* q = qs + 32 * (j / 2);
+      const bool high = j % 2 != 0;
+      row.unit(first + 32 * j, 32, d * static_cast<float>(sc), [&](int e) KEEL_INLINE_LAMBDA {
+        const V16 b = bytes_u(q + e);
+        V16 code = high ? hn::ShiftRight<4>(b) : hn::And(b, hn::Set(d16, 15));
+        if constexpr (kFive)
+          code = hn::Or(code, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(bytes_u(qh + e), j), hn::Set(d16, 1))));
+        return code;
+      });
+      row.offset_term(first + 32 * j, -(dmin * static_cast<float>(m)));
+    }
+  }
+};
+
+// Q6_K: sub-block (n, k, h) of 16 elements starts at 128 n + 32 k + 16 h; its low four bits are
+// the low (k < 2) or high nibbles of ql[64 n + 32 (k % 2) + 16 h ..], its top two bits (2 k) of
+// qh[32 n + 16 h ..], its scale sc[8 n + 2 k + h]; code = bits - 32. The two sub-blocks of each
+// 32 elements (h = 0, 1) form one unit, their codes multiplied by their int8 scales first:
+// |(q - 32) * sc| <= 4096 fits int16, and a pair of products 2^28 fits int32.
+struct Q6_KK {
+  static constexpr int kElems = 256, kBytes = 210;
+  template <class Row>
+  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+    const D16 d16;
+    const float d = f16_at(p + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
+    for (int n = 0; n < 2; ++n)
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t* ql = p + 64 * n + 32 * (k % 2);
+        const uint8_t* qh = p + 128 + 32 * n;
+        const int shift = 2 * k;
+        row.unit(first + 128 * n + 32 * k, 32, d, [&](int e) KEEL_INLINE_LAMBDA {
+          const V16 l = bytes_u(ql + e);
+          const V16 low = k < 2 ? hn::And(l, hn::Set(d16, 15)) : hn::ShiftRight<4>(l);
+          const V16 top = hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(bytes_u(qh + e), shift), hn::Set(d16, 3)));
+          const V16 code = hn::Sub(hn::Or(low, top), hn::Set(d16, 32));
+          // The vector lies in one sub-block (at most 16 lanes): h = e / 16.
+          return hn::Mul(code, hn::Set(d16, static_cast<int16_t>(sc[8 * n + 2 * k + e / 16])));
+        });
+      }
+  }
+};
+
+// MXFP4 (GGUF): element j < 16 is the low nibble of qs[j], element j + 16 its high nibble. A
+// code's e2m1 value doubled is a small integer (kGgmlTwiceE2m1: magnitudes 0 1 2 3 4 6 8 12,
+// sign bit 3), formed here by arithmetic (no byte table is portable to every lane count), and the
+// block's scale is 2^(e - 128).
+struct Mxfp4K {
+  static constexpr int kElems = 32, kBytes = 17;
+  template <class Row>
+  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+    const D16 d16;
+    row.unit(first, 32, std::bit_cast<float>(ggml_e8m0_half_bits(p[0])), [&](int e) KEEL_INLINE_LAMBDA {
+      const V16 b = bytes_u(p + 1 + (e & 15));
+      const V16 code = e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b);
+      const V16 m = hn::And(code, hn::Set(d16, 7));
+      // m, then 4 5 6 7 -> 4 6 8 10, then 7 -> 12.
+      V16 v = hn::Add(m, hn::Max(hn::Sub(m, hn::Set(d16, 4)), hn::Zero(d16)));
+      v = hn::Add(v, hn::IfThenElseZero(hn::Eq(m, hn::Set(d16, 7)), hn::Set(d16, 2)));
+      return hn::IfThenElse(hn::Ne(hn::And(code, hn::Set(d16, 8)), hn::Zero(d16)), hn::Neg(v), v);
+    });
+  }
+};
+
+// MLX rows: unit b is elements 32b .. 32b + 32 of a row, inside group 32b / group_size; value =
+// scale * q + bias. 4 bits: the unit's 16 bytes hold element 2k in the low nibble of byte k and
+// 2k + 1 in the high one, against activations stored evens first (pairs_split). 8 bits: byte j.
+template <int kBits>
+struct MlxRow {
+  const uint8_t* bytes;
+  const float* scales;
+  const float* biases;
+  int64_t cols, group_size;
+
+  MlxRow(const MlxRows& m, int64_t r)
+      : bytes(reinterpret_cast<const uint8_t*>(m.words) + r * (m.cols * kBits / 8)),
+        scales(m.scales + r * (m.cols / m.group_size)),
+        biases(m.biases + r * (m.cols / m.group_size)),
+        cols(m.cols),
+        group_size(m.group_size) {}
+
+  template <class Row>
+  HWY_INLINE void run(Row& row) const {
+    const D16 d16;
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* p = bytes + b * (32 * kBits / 8);
+      const int64_t g = 32 * b / group_size;
+      row.unit(32 * b, 32, scales[g], [&](int e) KEEL_INLINE_LAMBDA {
+        if constexpr (kBits == 8) return bytes_u(p + e);
+        const V16 v = bytes_u(p + (e & 15));
+        return e < 16 ? hn::And(v, hn::Set(d16, 15)) : hn::ShiftRight<4>(v);
+      });
+      row.offset_term(32 * b, biases[g]);
+    }
+  }
+};
+
+// A row of ggml blocks in format F.
+template <class F>
+struct GgmlRow {
+  const uint8_t* p;
+  int64_t blocks;
+
+  GgmlRow(const GgmlRows& w, int64_t r) : p(w.data + r * w.row_bytes), blocks(w.cols / F::kElems) {}
+
+  template <class Row>
+  HWY_INLINE void run(Row& row) const {
+    for (int64_t b = 0; b < blocks; ++b) F::Block(p + b * F::kBytes, b * F::kElems, row);
+  }
+};
+
+// Every row of [r0, r1) against every token, four tokens at a time and then one.
+template <class RowOf, class Rows>
+void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+              int64_t y_stride) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const RowOf one(w, r);
+    int64_t t = 0;
+    for (; t + 4 <= n_tokens; t += 4) {
+      RowTokens<4> row(a, t);
+      one.run(row);
+      row.store(y + t * y_stride + (r - r0), y_stride);
+    }
+    for (; t < n_tokens; ++t) {
+      RowTokens<1> row(a, t);
+      one.run(row);
+      row.store(y + t * y_stride + (r - r0), y_stride);
+    }
+  }
+}
+
+template <class F>
+void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+          int64_t y_stride) {
+  Products<GgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
+}
+
+void GemmMlxI16(const MlxRows& m, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                int64_t y_stride) {
+  if (m.bits == 4) Products<MlxRow<4>>(m, a, n_tokens, r0, r1, y, y_stride);
+  else Products<MlxRow<8>>(m, a, n_tokens, r0, r1, y, y_stride);
+}
+
+void GemmGgmlI16(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                 int64_t y_stride) {
+  switch (w.format) {
+    case WeightFormat::Q8_0: return Gemm<Q8_0K>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q4_0: return Gemm<Q4_0K>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q5_0: return Gemm<Q5_0K>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q4_K: return Gemm<QK45<false>>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q5_K: return Gemm<QK45<true>>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q6_K: return Gemm<Q6_KK>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::MXFP4_GGUF: return Gemm<Mxfp4K>(w, a, n_tokens, r0, r1, y, y_stride);
+    default: break;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace keel::ops
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace keel::ops {
+
+HWY_EXPORT(GemmGgmlI16);
+HWY_EXPORT(GemmMlxI16);
+
+bool ggml_i16_supported(WeightFormat f) {
+  return f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0 || f == WeightFormat::Q5_0 || f == WeightFormat::Q4_K ||
+         f == WeightFormat::Q5_K || f == WeightFormat::Q6_K || f == WeightFormat::MXFP4_GGUF;
+}
+
+bool mlx_i16_supported(const MlxRows& w) {
+  return (w.bits == 4 || w.bits == 8) && w.group_size >= 32 && w.group_size % 32 == 0 && w.cols % w.group_size == 0;
+}
+
+void size_i16_activations(int64_t cols, int64_t n_tokens, bool pairs_split, I16Activations& a) {
+  if (cols % 32 != 0) throw InternalError("int16 activations need whole blocks of 32, not " + std::to_string(cols));
+  a.cols = cols;
+  a.pairs_split = pairs_split;
+  a.q.resize(static_cast<size_t>(n_tokens * cols));
+  a.scale.resize(static_cast<size_t>(n_tokens * cols / 32));
+  a.sum.resize(a.scale.size());
+}
+
+// Scalar and the same on every target, so the targets differ only in how the products are summed.
+void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activations& a) {
+  const int64_t blocks = a.cols / 32;
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* xb = x + t * a.cols + 32 * b;
+      int16_t* q = a.q.data() + t * a.cols + 32 * b;
+      float amax = 0.0f;
+      bool finite = true;
+      for (int j = 0; j < 32; ++j) {
+        amax = std::max(amax, std::abs(xb[j]));
+        finite = finite && std::isfinite(xb[j]);
+      }
+      const size_t at = static_cast<size_t>(t * blocks + b);
+      if (!finite || amax == 0.0f) {
+        // Zeros; or a NaN or infinity, which the f32 products would carry into every output of
+        // the token: a NaN scale does the same here.
+        std::fill(q, q + 32, int16_t{0});
+        a.scale[at] = a.sum[at] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+        continue;
+      }
+      const float inv = 32767.0f / amax;
+      int32_t total = 0;
+      for (int j = 0; j < 32; ++j) {
+        const auto v = static_cast<int32_t>(std::nearbyint(std::clamp(xb[j] * inv, -32767.0f, 32767.0f)));
+        q[a.pairs_split ? j / 2 + 16 * (j % 2) : j] = static_cast<int16_t>(v);
+        total += v;
+      }
+      a.scale[at] = amax / 32767.0f;
+      a.sum[at] = a.scale[at] * static_cast<float>(total);
+    }
+}
+
+void gemm_ggml_i16(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1,
+                   float* y, int64_t y_stride) {
+  if (!ggml_i16_supported(w.format)) throw InternalError(std::string("no int16 kernel for ") + weight_format_name(w.format));
+  if (a.pairs_split) throw InternalError("ggml rows take activations in element order");
+  HWY_DYNAMIC_DISPATCH(GemmGgmlI16)(w, a, n_tokens, r0, r1, y, y_stride);
+}
+
+void gemm_mlx_i16(const MlxRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                  int64_t y_stride) {
+  if (!mlx_i16_supported(w) || a.pairs_split != (w.bits == 4))
+    throw InternalError("gemm_mlx_i16: rows or activations it does not take");
+  HWY_DYNAMIC_DISPATCH(GemmMlxI16)(w, a, n_tokens, r0, r1, y, y_stride);
+}
+
+}  // namespace keel::ops
+#endif
