@@ -4,7 +4,8 @@
 // GFLOP/s (2 * rows * cols * tokens), at 1 and 2 threads. Decode also runs from cache (mem:0), the
 // kernel's own cost. Formats: bf16, MLX 4/8-bit (group 64, as
 // mlx-lm writes them) and the ggml block formats (random blocks with finite scales; K formats need
-// cols % 256 == 0, so only the 896 x 4864 shape). Run with --benchmark_min_time=0.2s or so.
+// cols % 256 == 0, so only the 896 x 4864 shape). Run with --benchmark_min_time=0.2 or so;
+// KEEL_SIMD_TARGET=AVX2 (as for keel) measures one target's kernels.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -12,11 +13,17 @@
 #include <vector>
 
 #include "keel/ops/matmul.h"
+#include "keel/ops/simd_target.h"
 #include "keel/util/half.h"
 
 namespace {
 
 using namespace keel;
+
+const bool kSimdTargetFromEnv = [] {
+  ops::apply_simd_target_from_env();
+  return true;
+}();
 
 struct Weights {
   std::vector<uint8_t> bytes;

@@ -1,10 +1,13 @@
 // The thread pool (util/thread_pool.h): every task of every loop runs exactly once, on a valid
 // thread index, whether the workers are spinning for the next loop, parked after an idle spell,
-// or joining a loop late; loops of one task run inline; the pool stops with parked workers.
+// or joining a loop late; loops of one task run inline; the pool stops with parked workers; each
+// thread runs its own contiguous span of the tasks from the front and helps with others' from
+// the back.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -67,6 +70,43 @@ TEST(ThreadPool, OneTaskRunsOnTheCallerAndAParkedPoolStops) {
   EXPECT_EQ(thread, 0);
   std::this_thread::sleep_for(ThreadPool::kSpinBeforePark * 3);
   pool.reset();  // joins parked workers: a lost wake-up would hang here (the test's timeout)
+}
+
+TEST(ThreadPool, EachThreadRunsItsOwnSpanInOrderAndHelpsFromTheBack) {
+  for (const int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (const size_t count : {size_t{7}, size_t{64}, size_t{301}}) {
+      std::mutex mutex;
+      std::vector<std::vector<size_t>> ran(static_cast<size_t>(threads));  // per thread, in order
+      pool.parallel_for(count, [&](size_t i, int t) {
+        if (i % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::lock_guard lock(mutex);
+        ran[static_cast<size_t>(t)].push_back(i);
+      });
+      const size_t n = static_cast<size_t>(threads);
+      for (size_t t = 0; t < n; ++t) {
+        const size_t begin = t * count / n, end = (t + 1) * count / n;
+        size_t next_own = begin;  // its own span: begin, begin + 1, ... in order
+        std::vector<size_t> last_helped(n, SIZE_MAX);  // others' spans: from the back, downwards
+        for (const size_t i : ran[t]) {
+          const size_t owner = [&] {
+            for (size_t s = 0; s < n; ++s)
+              if (i >= s * count / n && i < (s + 1) * count / n) return s;
+            return n;
+          }();
+          ASSERT_LT(owner, n);
+          if (owner == t) {
+            ASSERT_EQ(i, next_own) << threads << " threads, " << count << " tasks, thread " << t;
+            ++next_own;
+          } else {
+            ASSERT_LT(i, last_helped[owner]) << threads << " threads, " << count << " tasks, thread " << t;
+            last_helped[owner] = i;
+          }
+        }
+        ASSERT_LE(next_own, end);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "keel/ops/prefetch.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/util/half.h"
 
@@ -40,6 +41,10 @@ struct F32Row {
   const float* w;
   HWY_INLINE hn::Vec<DF> operator()(int64_t i) const { return hn::LoadU(DF(), w + i); }
   float scalar(int64_t i) const { return w[i]; }
+  // Elements i .. i + N start a cache line: the line kPrefetchAhead bytes on is asked for.
+  HWY_INLINE void prefetch_line(int64_t i) const {
+    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_ahead(w + i, 64);
+  }
   F32Row shifted(int64_t n) const { return {w + n}; }
 };
 
@@ -51,6 +56,10 @@ struct F16Row {
     return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w + i)));
   }
   float scalar(int64_t i) const { return f16_to_float(w[i]); }
+  // Elements i .. i + N start a cache line: the line kPrefetchAhead bytes on is asked for.
+  HWY_INLINE void prefetch_line(int64_t i) const {
+    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_ahead(w + i, 64);
+  }
   F16Row shifted(int64_t n) const { return {w + n}; }
 };
 
@@ -64,12 +73,17 @@ struct BF16Row {
     return hn::BitCast(df, wide);
   }
   float scalar(int64_t i) const { return bf16_to_float(w[i]); }
+  // Elements i .. i + N start a cache line: the line kPrefetchAhead bytes on is asked for.
+  HWY_INLINE void prefetch_line(int64_t i) const {
+    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_ahead(w + i, 64);
+  }
   BF16Row shifted(int64_t n) const { return {w + n}; }
 };
 
 // y[r - r0] = DotWith(row r, x) for r in [r0, r1), four rows at a time: four independent chains
 // cover the multiply-add latency (one chain alone waits on it every vector) and share each load of
-// x. Each row's chain and tail are DotWith's, so the bits are those of one row alone.
+// x; the rows ahead are asked for as the four are read (prefetch.h). Each row's chain and tail are
+// DotWith's, so the bits are those of one row alone.
 template <class Row>
 void GemvRows(const Row& first_row, int64_t cols, const float* HWY_RESTRICT x, int64_t r0, int64_t r1, float* y) {
   const DF df;
@@ -81,6 +95,7 @@ void GemvRows(const Row& first_row, int64_t cols, const float* HWY_RESTRICT x, i
     auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + N <= cols; i += N) {
+      w0.prefetch_line(i), w1.prefetch_line(i), w2.prefetch_line(i), w3.prefetch_line(i);
       const auto xv = hn::LoadU(df, x + i);
       a0 = hn::MulAdd(w0(i), xv, a0);
       a1 = hn::MulAdd(w1(i), xv, a1);

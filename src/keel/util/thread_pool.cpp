@@ -4,6 +4,8 @@
 #include <immintrin.h>
 #endif
 
+#include <stdexcept>
+
 namespace keel {
 namespace {
 
@@ -31,6 +33,7 @@ int hardware_threads() {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = hardware_threads();
+  spans_ = std::make_unique<Span[]>(static_cast<size_t>(threads));
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -43,11 +46,27 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+bool ThreadPool::claim(Span& span, bool front, size_t& task) {
+  uint64_t left = span.left.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t first = left >> 32, end = left & 0xffffffffu;
+    if (first >= end) return false;
+    const uint64_t rest = front ? (first + 1) << 32 | end : first << 32 | (end - 1);
+    if (span.left.compare_exchange_weak(left, rest, std::memory_order_relaxed)) {
+      task = static_cast<size_t>(front ? first : end - 1);
+      return true;
+    }
+  }
+}
+
 void ThreadPool::run_tasks(int thread_index) {
-  for (size_t i = next_.fetch_add(1, std::memory_order_relaxed); i < count_;
-       i = next_.fetch_add(1, std::memory_order_relaxed)) {
-    (*task_)(i, thread_index);
-    finished_.fetch_add(1, std::memory_order_release);
+  const int n = size();
+  for (int k = 0; k < n; ++k) {  // its own span from the front, then the others' from the back
+    Span& span = spans_[static_cast<size_t>((thread_index + k) % n)];
+    for (size_t i; claim(span, k == 0, i);) {
+      (*task_)(i, thread_index);
+      finished_.fetch_add(1, std::memory_order_release);
+    }
   }
 }
 
@@ -80,6 +99,7 @@ void ThreadPool::worker_loop(int thread_index) {
 
 void ThreadPool::parallel_for(size_t count, const std::function<void(size_t, int)>& task) {
   if (count == 0) return;
+  if (count > 0xffffffffu) throw std::length_error("ThreadPool::parallel_for: more than 2^32 - 1 tasks");
   if (workers_.empty() || count == 1) {
     for (size_t i = 0; i < count; ++i) task(i, 0);
     return;
@@ -90,8 +110,9 @@ void ThreadPool::parallel_for(size_t count, const std::function<void(size_t, int
   generation_.store(g + 1, std::memory_order_seq_cst);
   for (int spins = 0; busy_.load(std::memory_order_seq_cst) != 0; ++spins) spin_wait(spins);
   task_ = &task;
-  count_ = count;
-  next_.store(0, std::memory_order_relaxed);
+  const size_t n = static_cast<size_t>(size());
+  for (size_t s = 0; s < n; ++s)
+    spans_[s].left.store(uint64_t{s * count / n} << 32 | (s + 1) * count / n, std::memory_order_relaxed);
   finished_.store(0, std::memory_order_relaxed);
   generation_.store(g + 2, std::memory_order_release);
   {
