@@ -38,14 +38,14 @@ environment:
   KEEL       keel binary (default: build/keel beside this script's repo)
   KEEL_SIMD_TARGET  run keel's kernels on one SIMD target (AVX2 on an AVX-512 machine); build
              llama.cpp for the same target (docs/performance.md) to compare like with like
-  LLAMA_CPP  folder with llama-bench (default /work/llama.cpp/b/bin)
+  LLAMA_CPP  folder with llama-bench (default /work/llama.cpp/b-native/bin)
   MODELS     folder with the model files (default /tmp/sbs)
 EOF
 }
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KEEL="${KEEL:-$repo/build/keel}"
-LLAMA_CPP="${LLAMA_CPP:-/work/llama.cpp/b/bin}"
+LLAMA_CPP="${LLAMA_CPP:-/work/llama.cpp/b-native/bin}"
 MODELS="${MODELS:-/tmp/sbs}"
 
 threads=2 lengths=512 gen=64 depth=512 runs=3 pairs="gbf16,gq8,gq4km,gq4,mlx8,mlx4" out=""

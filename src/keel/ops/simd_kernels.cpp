@@ -41,9 +41,9 @@ struct F32Row {
   const float* w;
   HWY_INLINE hn::Vec<DF> operator()(int64_t i) const { return hn::LoadU(DF(), w + i); }
   float scalar(int64_t i) const { return w[i]; }
-  // Elements i .. i + N start a cache line: the line kPrefetchAhead bytes on is asked for.
+  // Asks for the cache line of element i (which may lie past the matrix) when one starts there.
   HWY_INLINE void prefetch_line(int64_t i) const {
-    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_ahead(w + i, 64);
+    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_at(w, i * static_cast<int64_t>(sizeof(*w)));
   }
   F32Row shifted(int64_t n) const { return {w + n}; }
 };
@@ -56,9 +56,9 @@ struct F16Row {
     return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w + i)));
   }
   float scalar(int64_t i) const { return f16_to_float(w[i]); }
-  // Elements i .. i + N start a cache line: the line kPrefetchAhead bytes on is asked for.
+  // Asks for the cache line of element i (which may lie past the matrix) when one starts there.
   HWY_INLINE void prefetch_line(int64_t i) const {
-    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_ahead(w + i, 64);
+    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_at(w, i * static_cast<int64_t>(sizeof(*w)));
   }
   F16Row shifted(int64_t n) const { return {w + n}; }
 };
@@ -73,17 +73,17 @@ struct BF16Row {
     return hn::BitCast(df, wide);
   }
   float scalar(int64_t i) const { return bf16_to_float(w[i]); }
-  // Elements i .. i + N start a cache line: the line kPrefetchAhead bytes on is asked for.
+  // Asks for the cache line of element i (which may lie past the matrix) when one starts there.
   HWY_INLINE void prefetch_line(int64_t i) const {
-    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_ahead(w + i, 64);
+    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_at(w, i * static_cast<int64_t>(sizeof(*w)));
   }
   BF16Row shifted(int64_t n) const { return {w + n}; }
 };
 
 // y[r - r0] = DotWith(row r, x) for r in [r0, r1), four rows at a time: four independent chains
 // cover the multiply-add latency (one chain alone waits on it every vector) and share each load of
-// x; the rows ahead are asked for as the four are read (prefetch.h). Each row's chain and tail are
-// DotWith's, so the bits are those of one row alone.
+// x; while four rows are read, the next four are asked for line by line (prefetch.h). Each row's
+// chain and tail are DotWith's, so the bits are those of one row alone.
 template <class Row>
 void GemvRows(const Row& first_row, int64_t cols, const float* HWY_RESTRICT x, int64_t r0, int64_t r1, float* y) {
   const DF df;
@@ -95,7 +95,8 @@ void GemvRows(const Row& first_row, int64_t cols, const float* HWY_RESTRICT x, i
     auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + N <= cols; i += N) {
-      w0.prefetch_line(i), w1.prefetch_line(i), w2.prefetch_line(i), w3.prefetch_line(i);
+      const int64_t next = i + 4 * cols;  // the same element of the next four rows
+      w0.prefetch_line(next), w1.prefetch_line(next), w2.prefetch_line(next), w3.prefetch_line(next);
       const auto xv = hn::LoadU(df, x + i);
       a0 = hn::MulAdd(w0(i), xv, a0);
       a1 = hn::MulAdd(w1(i), xv, a1);
