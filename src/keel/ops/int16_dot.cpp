@@ -258,15 +258,19 @@ struct MlxRow {
   template <class Row>
   HWY_INLINE void run(Row& row) const {
     const D16 d16;
+    // The group is counted, not divided out: an integer division per unit cost as much as the
+    // unit's products.
+    const int64_t units_per_group = group_size / 32;
+    int64_t g = 0, left_in_group = units_per_group;
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* p = bytes + b * (32 * kBits / 8);
-      const int64_t g = 32 * b / group_size;
       row.unit(32 * b, 32, scales[g], [&](int e) KEEL_INLINE_LAMBDA {
         if constexpr (kBits == 8) return bytes_u(p + e);
         const V16 v = bytes_u(p + (e & 15));
         return e < 16 ? hn::And(v, hn::Set(d16, 15)) : hn::ShiftRight<4>(v);
       });
       row.offset_term(32 * b, biases[g]);
+      if (--left_in_group == 0) ++g, left_in_group = units_per_group;
     }
   }
 };
