@@ -257,7 +257,7 @@ TEST(ChatSystemFold, TemplatesThatRaiseGetTheFoldWithRolesKept) {
   const auto tok = text::Tokenizer::from_file(shared / "tokenizers/gemma3");
   const std::vector<int32_t> ids = encode_rendered_prompt(tok, out.prompt.text, out.prompt.spans);
   EXPECT_EQ(ids, tok.encode(out.prompt.text));  // no special token in the client's text: unchanged
-  const std::vector<Role> roles = token_roles(tok, ids, out.prompt.spans);
+  const std::vector<Role> roles = token_roles(tok, ids, out.prompt.text, out.prompt.spans);
   std::string system_text;
   text::Decoder::State state;
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -19,9 +19,11 @@
 // (hidden 64, 1 layer, 4 heads, 2 KV heads: one layer halves the prefill of that prompt, the
 // test's main cost) that carries the real Qwen2.5 tokenizer and chat template. Random weights
 // never sample <|im_end|>, so every answer would run to max_tokens and Claude Code would end the
-// turn with "API Error: Claude's response exceeded the N output token maximum". Three embedding
-// directions are therefore set by hand (see write_hello_model): the model answers "Hello" and
-// ends its turn, whatever the prompt. The test checks the protocol, not the answer.
+// turn with "API Error: Claude's response exceeded the N output token maximum". Four embedding
+// directions are therefore set by hand (see write_hello_model): the model answers "Hello\u0301"
+// (a decomposed "o\u0301", which Qwen2.5's NFC normalizer rewrites when turn 2 sends it back) and
+// ends its turn, whatever the prompt. The project folder and the prompt carry decomposed file
+// names too, as macOS writes them. The test checks the protocol, not the answer.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -48,13 +50,15 @@ uint16_t bf16(float f) {
 
 // A Qwen2-architecture model folder for Claude Code: `keel synth` random weights, the real
 // Qwen2.5 tokenizer.json / tokenizer_config.json (chat template included) from the shared
-// fixtures, and an embedding with three hand-set directions u, v, w (dimensions 0, 1, 2), tied
-// to the output head. Every token's embedding is u, except "\n" = 3v, "Hello" = 6v + 3w and
-// <|im_end|> = 32w; the final norm keeps only dimensions 0-2. The layers' random weights (scale
-// 0.02) barely move the residual stream, so the last position's normed state is 8 times the
-// direction of its own token's embedding, and the logits are that dotted with each embedding:
-// after "\n" (the end of "<|im_start|>assistant\n") "Hello" scores 48, "\n" 24, every other token
-// 0; after "Hello" <|im_end|> leads "Hello" by ~60. The answer is always "Hello", then end of turn.
+// fixtures, and an embedding with four hand-set directions u, v, w, z (dimensions 0-3), tied to
+// the output head. Every token's embedding is u, except "\n" = 3v, "Hello" = 6v + 3w, the
+// combining acute U+0301 = 30w + 30z and <|im_end|> = 80z; the final norm keeps only dimensions
+// 0-3. The layers' random weights (scale 0.02) barely move the residual stream, so the last
+// position's normed state is 8 times the direction of its own token's embedding, and the logits
+// are that dotted with each embedding: after "\n" (the end of "<|im_start|>assistant\n") "Hello"
+// scores 48, "\n" 24, every other token 0; after "Hello" the acute scores 107 against "Hello"'s
+// 54; after the acute <|im_end|> scores 453 against its 339. The answer is always "Hello\u0301",
+// then end of turn.
 std::filesystem::path write_hello_model(const TempDir& tmp) {
   const auto cfg_dir = tmp.path() / "config";
   const auto dir = tmp.path() / "qwen25-hello";
@@ -84,10 +88,11 @@ std::filesystem::path write_hello_model(const TempDir& tmp) {
   const auto tokenizer_dir = shared_dir() / "fixtures" / "tokenizers" / "qwen2.5";
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) std::filesystem::copy_file(tokenizer_dir / f, dir / f);
 
-  // The three token ids, from the tokenizer itself ("\n" is "Ċ" in byte-level BPE).
+  // The four token ids, from the tokenizer itself ("\n" is "Ċ" and U+0301 "Ìģ" in byte-level BPE).
   const json tok = json::parse(read_text(dir / "tokenizer.json"));
   const int64_t newline = tok["model"]["vocab"].at("\xC4\x8A").get<int64_t>();
   const int64_t hello = tok["model"]["vocab"].at("Hello").get<int64_t>();
+  const int64_t acute = tok["model"]["vocab"].at("\xC3\x8C\xC4\xA3").get<int64_t>();
   int64_t im_end = -1;
   for (const auto& t : tok["added_tokens"])
     if (t["content"] == "<|im_end|>") im_end = t["id"].get<int64_t>();
@@ -110,14 +115,15 @@ std::filesystem::path write_hello_model(const TempDir& tmp) {
   const json& emb = h.at("model.embed_tokens.weight");
   const int64_t vocab = emb["shape"][0], hidden = emb["shape"][1];
   for (int64_t t = 0; t < vocab; ++t) {
-    std::vector<float> first3 = {1, 0, 0};
-    if (t == newline) first3 = {0, 3, 0};
-    if (t == hello) first3 = {0, 6, 3};
-    if (t == im_end) first3 = {0, 0, 32};
-    write_row(emb, t, hidden, first3);
+    std::vector<float> first4 = {1, 0, 0, 0};
+    if (t == newline) first4 = {0, 3, 0, 0};
+    if (t == hello) first4 = {0, 6, 3, 0};
+    if (t == acute) first4 = {0, 0, 30, 30};
+    if (t == im_end) first4 = {0, 0, 0, 80};
+    write_row(emb, t, hidden, first4);
   }
   std::vector<float> norm(static_cast<size_t>(hidden), 0.0f);
-  norm[0] = norm[1] = norm[2] = 1.0f;
+  norm[0] = norm[1] = norm[2] = norm[3] = 1.0f;
   write_row(h.at("model.norm.weight"), 0, hidden, norm);
   if (!f) throw std::runtime_error("cannot patch " + (dir / "model.safetensors").string());
   return dir;
@@ -210,7 +216,8 @@ TEST(ClaudeCode, HeadlessSessionAgainstKeelServe) {
   const std::string proxy_port = proxy.wait_for_line("listening ", std::chrono::seconds(30));
 
   const auto home = tmp.path() / "home";
-  const auto project = tmp.path() / "project";
+  // Decomposed names, as macOS writes them: the working directory reaches the system prompt.
+  const auto project = tmp.path() / "project-Re\u0301sume\u0301s";
   std::filesystem::create_directories(home);
   std::filesystem::create_directories(project);
   const char* path = std::getenv("PATH");
@@ -230,7 +237,9 @@ TEST(ClaudeCode, HeadlessSessionAgainstKeelServe) {
 
   // Turn 1 prefills Claude Code's whole prompt (~11.7k tokens): ~5 s in a Release build on 2
   // threads, ~45 s under AddressSanitizer.
-  const ClaudeRun first = run_claude({"-p", "Reply with one word: hello.", "--output-format", "stream-json", "--verbose"},
+  std::ofstream(project / "Re\u0301sume\u0301.pdf") << "%PDF-1.4\n";
+  const ClaudeRun first = run_claude({"-p", "Reply with one word about Re\u0301sume\u0301.pdf: hello.", "--output-format",
+                                      "stream-json", "--verbose"},
                                      env, project, std::chrono::seconds(330));
   // Turn 2 continues the same conversation from Claude Code's transcript under HOME.
   const ClaudeRun second = run_claude(
@@ -273,6 +282,8 @@ TEST(ClaudeCode, HeadlessSessionAgainstKeelServe) {
   EXPECT_EQ(first.result.value("is_error", true), false) << describe(first);
   EXPECT_EQ(first.api_error_text, "") << describe(first);
   EXPECT_EQ(first.process.exit_code, 0) << describe(first);
+  // The answer carries the decomposed acute that turn 2 sends back.
+  EXPECT_NE(first.result.value("result", "").find("\u0301"), std::string::npos) << describe(first);
 
   // (b) Turn 2's first request reads turn 1's whole prompt from the prefix cache.
   ASSERT_FALSE(first.assistant.empty()) << describe(first);

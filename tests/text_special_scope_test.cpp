@@ -145,7 +145,7 @@ TEST(TextSpecialTokenScope, EveryFixtureTokenizerKeepsEverySpecialTokenOfClientT
     for (int32_t id : t.encode(text)) old_count += t.is_special(id);
     EXPECT_GE(old_count, specials.size() + 2) << name;
     // Token roles still line up: the client's tokens spell its text.
-    const std::vector<chat::Role> roles = chat::token_roles(t, ids, spans);
+    const std::vector<chat::Role> roles = chat::token_roles(t, ids, text, spans);
     ASSERT_EQ(roles.size(), ids.size()) << name;
     for (size_t i = 0; i < ids.size(); ++i) {
       if (roles[i] == chat::Role::tool_result) {

@@ -23,11 +23,12 @@ std::vector<text::ByteRange> template_markup_ranges(const std::vector<RoleSpan>&
 std::vector<int32_t> encode_rendered_prompt(const text::Tokenizer& tokenizer, std::string_view text,
                                             const std::vector<RoleSpan>& spans);
 
-// `ids` must encode the text the spans describe (tokenizer.encode(prompt.text)). Each token's bytes
-// are located by decoding the ids one after another (decode(encode(x)) == x for the supported
-// tokenizers); its role is role_of_range over those bytes. Throws keel::Error if the decoded ids do
-// not spell out the spanned text.
-std::vector<Role> token_roles(const text::Tokenizer& tokenizer, std::span<const int32_t> ids,
+// The role of each token of `ids`, which encode `text` (the rendered prompt the spans describe).
+// Each token's bytes are found by decoding the ids one after another and aligning that with
+// `text`: normalization may change the bytes (a decomposed "e\u0301" decodes as the composed
+// "\u00e9"), and such a character maps to its original spelling as a whole. Never throws for text
+// the tokenizer encodes; a token that straddles spans takes role_of_range over its bytes.
+std::vector<Role> token_roles(const text::Tokenizer& tokenizer, std::span<const int32_t> ids, std::string_view text,
                               const std::vector<RoleSpan>& spans);
 
 }  // namespace keel::chat

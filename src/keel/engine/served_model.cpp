@@ -45,7 +45,7 @@ PreparedPrompt ServedModel::prepare(const nlohmann::ordered_json& messages, cons
   // template's own markup.
   p.ids = chat::encode_rendered_prompt(*tokenizer_, rendered.text, rendered.spans);
   if (p.ids.empty()) throw Error("the rendered prompt is empty");
-  p.roles = chat::token_roles(*tokenizer_, p.ids, rendered.spans);
+  p.roles = chat::token_roles(*tokenizer_, p.ids, rendered.text, rendered.spans);
   // Templates of always-on (and switched-on) reasoning models open the block themselves.
   std::string_view text = rendered.text;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
