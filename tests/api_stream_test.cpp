@@ -11,6 +11,13 @@ namespace {
 using namespace keel::api;
 using Json = nlohmann::ordered_json;
 
+ChatRequest stream_request(Protocol protocol, bool include_usage) {
+  ChatRequest r;
+  r.protocol = protocol;
+  r.include_usage = include_usage;
+  return r;
+}
+
 struct Event {
   std::string name;  // "" for OpenAI data-only events
   std::string data;
@@ -80,7 +87,7 @@ const std::string kStop = R"(message_stop {"type":"message_stop"})";
 }  // namespace
 
 TEST(ApiAnthropicStream, TextOnlyNeverOpensAnEmptyBlock) {
-  auto w = make_stream_writer(Protocol::Anthropic, false, 0);
+  auto w = make_stream_writer(stream_request(Protocol::Anthropic, false), 0);
   std::string sse = w->start("msg_a", "tiny", kStartUsage);
   sse += w->text("");  // the parser may hand over nothing yet: no block must open
   sse += w->ping();
@@ -103,7 +110,7 @@ TEST(ApiAnthropicStream, TextOnlyNeverOpensAnEmptyBlock) {
 }
 
 TEST(ApiAnthropicStream, ToolUseOnly) {
-  auto w = make_stream_writer(Protocol::Anthropic, false, 0);
+  auto w = make_stream_writer(stream_request(Protocol::Anthropic, false), 0);
   std::string sse = w->start("msg_b", "tiny", kStartUsage);
   Json input = Json::parse(R"({"command":"ls /tmp","description":"list"})");
   sse += w->tool_use("toolu_1", "Bash", input);
@@ -120,7 +127,7 @@ TEST(ApiAnthropicStream, ToolUseOnly) {
 }
 
 TEST(ApiAnthropicStream, ThinkingThenText) {
-  auto w = make_stream_writer(Protocol::Anthropic, false, 0);
+  auto w = make_stream_writer(stream_request(Protocol::Anthropic, false), 0);
   std::string sse = w->start("msg_c", "tiny", kStartUsage);
   sse += w->thinking("Let me ");
   sse += w->thinking("think.");
@@ -143,7 +150,7 @@ TEST(ApiAnthropicStream, ThinkingThenText) {
 }
 
 TEST(ApiAnthropicStream, TextThenTwoToolCallsKeepOrderAndKeyOrder) {
-  auto w = make_stream_writer(Protocol::Anthropic, false, 0);
+  auto w = make_stream_writer(stream_request(Protocol::Anthropic, false), 0);
   std::string sse = w->start("msg_d", "tiny", kStartUsage);
   sse += w->text("Checking both.");
   Json first = Json::parse(R"({"zeta":"1","alpha":{"y":true,"b":null}})");
@@ -173,7 +180,7 @@ TEST(ApiAnthropicStream, TextThenTwoToolCallsKeepOrderAndKeyOrder) {
 }
 
 TEST(ApiAnthropicStream, MaxTokensAndStopSequence) {
-  auto w = make_stream_writer(Protocol::Anthropic, false, 0);
+  auto w = make_stream_writer(stream_request(Protocol::Anthropic, false), 0);
   // One statement per call: the operands of + are evaluated in no fixed order.
   std::string sse = w->start("msg_e", "tiny", kStartUsage);
   sse += w->text("cut off mid");
@@ -183,7 +190,7 @@ TEST(ApiAnthropicStream, MaxTokensAndStopSequence) {
   EXPECT_EQ(lines[4], delta_line("max_tokens"));
   EXPECT_EQ(lines[5], kStop);
 
-  auto s = make_stream_writer(Protocol::Anthropic, false, 0);
+  auto s = make_stream_writer(stream_request(Protocol::Anthropic, false), 0);
   std::string sse2 = s->start("msg_f", "tiny", kStartUsage);
   sse2 += s->finish(FinishReason::StopSequence, "END", kEndUsage);
   auto lines2 = transcript(sse2);
@@ -192,7 +199,7 @@ TEST(ApiAnthropicStream, MaxTokensAndStopSequence) {
 }
 
 TEST(ApiAnthropicStream, ErrorEventEndsTheStream) {
-  auto w = make_stream_writer(Protocol::Anthropic, false, 0);
+  auto w = make_stream_writer(stream_request(Protocol::Anthropic, false), 0);
   std::string sse = w->start("msg_g", "tiny", kStartUsage);
   sse += w->text("partial");
   sse += w->error(overloaded("Overloaded"));
@@ -211,7 +218,7 @@ std::string chunk(const std::string& delta, const std::string& finish = "null", 
 }  // namespace
 
 TEST(ApiOpenAIStream, TextOnly) {
-  auto w = make_stream_writer(Protocol::OpenAI, false, 1700000000);
+  auto w = make_stream_writer(stream_request(Protocol::OpenAI, false), 1700000000);
   std::string sse = w->start("chatcmpl-1", "tiny", kStartUsage);
   sse += w->text("");
   sse += w->text("Hel");
@@ -229,7 +236,7 @@ TEST(ApiOpenAIStream, TextOnly) {
 }
 
 TEST(ApiOpenAIStream, ToolCallWithUsage) {
-  auto w = make_stream_writer(Protocol::OpenAI, true, 1700000000);
+  auto w = make_stream_writer(stream_request(Protocol::OpenAI, true), 1700000000);
   std::string sse = w->start("chatcmpl-1", "tiny", kStartUsage);
   sse += w->tool_use("call_1", "get_weather", Json::parse(R"({"city":"Paris","unit":"c"})"));
   sse += w->finish(FinishReason::ToolUse, "", Usage{10, 30, 2, 0});
@@ -246,7 +253,7 @@ TEST(ApiOpenAIStream, ToolCallWithUsage) {
 }
 
 TEST(ApiOpenAIStream, ThinkingThenTextThenTwoToolCalls) {
-  auto w = make_stream_writer(Protocol::OpenAI, false, 1700000000);
+  auto w = make_stream_writer(stream_request(Protocol::OpenAI, false), 1700000000);
   std::string sse = w->start("chatcmpl-1", "tiny", kStartUsage);
   sse += w->thinking("hmm");
   sse += w->text("Two calls.");
@@ -268,7 +275,7 @@ TEST(ApiOpenAIStream, ThinkingThenTextThenTwoToolCalls) {
 }
 
 TEST(ApiOpenAIStream, MaxTokensAndError) {
-  auto w = make_stream_writer(Protocol::OpenAI, false, 1700000000);
+  auto w = make_stream_writer(stream_request(Protocol::OpenAI, false), 1700000000);
   std::string sse = w->start("chatcmpl-1", "tiny", kStartUsage);
   sse += w->text("cut");
   sse += w->finish(FinishReason::MaxTokens, "", kEndUsage);
@@ -277,7 +284,7 @@ TEST(ApiOpenAIStream, MaxTokensAndError) {
   EXPECT_EQ(lines[2], chunk("{}", R"("length")"));
   EXPECT_EQ(lines[3], "[DONE]");
 
-  auto e = make_stream_writer(Protocol::OpenAI, false, 1700000000);
+  auto e = make_stream_writer(stream_request(Protocol::OpenAI, false), 1700000000);
   std::string sse2 = e->start("chatcmpl-1", "tiny", kStartUsage);
   sse2 += e->error(overloaded("busy"));
   auto lines2 = transcript(sse2);
@@ -287,7 +294,7 @@ TEST(ApiOpenAIStream, MaxTokensAndError) {
 }
 
 TEST(ApiAnthropicStream, WhitespaceAloneOpensNoBlock) {
-  auto w = make_stream_writer(Protocol::Anthropic, false, 0);
+  auto w = make_stream_writer(stream_request(Protocol::Anthropic, false), 0);
   std::string sse = w->start("msg_h", "tiny", kStartUsage);
   sse += w->text("\n");  // what a model writes before <tool_call>
   sse += w->tool_use("toolu_1", "Bash", Json::parse(R"({"command":"pwd"})"));
@@ -302,4 +309,99 @@ TEST(ApiAnthropicStream, WhitespaceAloneOpensNoBlock) {
   EXPECT_EQ(lines[4], R"(content_block_start {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}})");
   // Whitespace that precedes real text is kept, in order.
   EXPECT_EQ(lines[5], R"(content_block_delta {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":" \nDone."}})");
+}
+
+// The Responses stream: sequence numbers from 0 in order, each item added before its deltas and
+// done after them, the completed response holding every item, and max_output_tokens as
+// response.incomplete; a failure after the start is an error event and response.failed.
+namespace {
+
+std::vector<Json> responses_events(const std::string& sse) {
+  std::vector<Json> out;
+  for (const Event& e : events(sse)) {
+    if (e.name == "comment") continue;  // a ping
+    Json data = Json::parse(e.data);
+    EXPECT_EQ(data["type"], e.name);
+    out.push_back(std::move(data));
+  }
+  return out;
+}
+
+std::vector<std::string> types_of(const std::vector<Json>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(e["type"]);
+  return out;
+}
+
+}  // namespace
+
+TEST(ApiResponsesStream, ReasoningTextAndACallInOrder) {
+  auto w = make_stream_writer(stream_request(Protocol::Responses, false), 1700000000);
+  std::string sse = w->start("resp_a", "tiny", kStartUsage);
+  sse += w->thinking("Let me ");
+  sse += w->thinking("look.");
+  sse += w->ping();
+  sse += w->text("Listing");
+  sse += w->text(" files.");
+  sse += w->tool_use("call_1", "Bash", Json{{"command", "ls"}});
+  Usage end = kEndUsage;
+  end.reasoning_tokens = 3;
+  sse += w->finish(FinishReason::ToolUse, "", end);
+  const std::vector<Json> ev = responses_events(sse);
+  EXPECT_EQ(types_of(ev), (std::vector<std::string>{
+      "response.created", "response.in_progress",
+      "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
+      "response.reasoning_text.delta", "response.reasoning_text.done", "response.content_part.done",
+      "response.output_item.done",
+      "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+      "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+      "response.output_item.done",
+      "response.output_item.added", "response.function_call_arguments.delta",
+      "response.function_call_arguments.done", "response.output_item.done",
+      "response.completed"}));
+  for (size_t i = 0; i < ev.size(); ++i) EXPECT_EQ(ev[i]["sequence_number"], i);
+  EXPECT_EQ(ev[0]["response"]["id"], "resp_a");
+  EXPECT_EQ(ev[0]["response"]["status"], "in_progress");
+  EXPECT_EQ(ev[13]["text"], "Listing files.");
+  EXPECT_EQ(ev[13]["output_index"], 1);
+  EXPECT_EQ(ev[16]["item"]["arguments"], "");
+  EXPECT_EQ(ev[17]["delta"], R"({"command":"ls"})");
+  const Json& call = ev[19]["item"];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["call_id"], "call_1");
+  EXPECT_EQ(call["arguments"], R"({"command":"ls"})");
+  const Json& done = ev.back()["response"];
+  EXPECT_EQ(done["status"], "completed");
+  ASSERT_EQ(done["output"].size(), 3u);
+  EXPECT_EQ(done["output"][0]["content"][0]["text"], "Let me look.");
+  EXPECT_EQ(done["output"][1]["id"], ev[9]["item"]["id"]);
+  EXPECT_EQ(done["output"][2], call);
+  EXPECT_EQ(done["usage"]["input_tokens"], 12);
+  EXPECT_EQ(done["usage"]["total_tokens"], 42);
+  EXPECT_EQ(done["usage"]["output_tokens_details"]["reasoning_tokens"], 3);
+}
+
+TEST(ApiResponsesStream, MaxTokensIsIncompleteAndAFailureIsResponseFailed) {
+  auto w = make_stream_writer(stream_request(Protocol::Responses, false), 0);
+  std::string sse = w->start("resp_b", "tiny", kStartUsage);
+  sse += w->text("Hel");
+  sse += w->finish(FinishReason::MaxTokens, "", kEndUsage);
+  std::vector<Json> ev = responses_events(sse);
+  EXPECT_EQ(ev.back()["type"], "response.incomplete");
+  EXPECT_EQ(ev.back()["response"]["status"], "incomplete");
+  EXPECT_EQ(ev.back()["response"]["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(ev.back()["response"]["output"][0]["content"][0]["text"], "Hel");
+
+  auto f = make_stream_writer(stream_request(Protocol::Responses, false), 0);
+  sse = f->start("resp_c", "tiny", kStartUsage);
+  sse += f->text("Hel");
+  sse += f->error(keel::api::overloaded("busy"));
+  sse += f->finish(FinishReason::EndTurn, "", kEndUsage);  // nothing after the failure
+  ev = responses_events(sse);
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev[ev.size() - 2]["type"], "error");
+  EXPECT_EQ(ev[ev.size() - 2]["message"], "busy");
+  EXPECT_EQ(ev.back()["type"], "response.failed");
+  EXPECT_EQ(ev.back()["response"]["status"], "failed");
+  EXPECT_EQ(ev.back()["response"]["error"]["message"], "busy");
 }

@@ -58,6 +58,9 @@ TEST_F(ClientSdk, OpenAIChatCreateWithTools) { run_case("openai_sdk.cjs", "chat_
 TEST_F(ClientSdk, OpenAIChatCreateStreamWithTools) { run_case("openai_sdk.cjs", "chat_create_stream"); }
 TEST_F(ClientSdk, OpenAIChatStreamHelperWithTools) { run_case("openai_sdk.cjs", "chat_stream_helper"); }
 TEST_F(ClientSdk, OpenAIChatNamedToolIsCalled) { run_case("openai_sdk.cjs", "chat_named_tool"); }
+TEST_F(ClientSdk, OpenAIResponsesCreateWithToolRoundTrip) { run_case("openai_sdk.cjs", "responses_create"); }
+TEST_F(ClientSdk, OpenAIResponsesStreamHelperWithTool) { run_case("openai_sdk.cjs", "responses_stream"); }
+TEST_F(ClientSdk, OpenAIResponsesErrorsInOpenAIShape) { run_case("openai_sdk.cjs", "responses_errors"); }
 TEST_F(ClientSdk, OpenAIModelsList) { run_case("openai_sdk.cjs", "models_list"); }
 TEST_F(ClientSdk, OpenAIModelsRetrieve) { run_case("openai_sdk.cjs", "models_retrieve"); }
 

@@ -81,7 +81,9 @@ ScriptedTurn run_scripted(const ScriptedSetup& setup, SessionCache& session, con
 }
 
 std::string stream_turn(api::Protocol protocol, const ScriptedTurn& turn) {
-  auto writer = api::make_stream_writer(protocol, false, 0);
+  api::ChatRequest request;
+  request.protocol = protocol;
+  auto writer = api::make_stream_writer(request, 0);
   std::string sse = writer->start("msg_1", "scripted", api::Usage{});
   int calls = 0;
   for (const TurnEvent& e : turn.events) {

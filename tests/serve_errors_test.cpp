@@ -88,6 +88,22 @@ TEST(ServeErrors, BadRequestsAreAnsweredInTheirEnvelope) {
   EXPECT_EQ(missing->status, 404);
   EXPECT_EQ(json::parse(missing->body)["error"]["type"], "not_found_error");
 
+  // The Responses route, and OpenAI's 400s name the field as `param`.
+  expect_openai_error(post_raw(client, "/v1/responses", "{not json"), 400);
+  const JsonResponse no_input = post_json(client, "/v1/responses", {{"model", "tiny-toolcaller"}});
+  expect_openai_error(no_input, 400);
+  EXPECT_EQ(no_input.body["error"]["param"], "input");
+  EXPECT_EQ(post_json(client, "/v1/chat/completions", bad_messages).body["error"]["param"], "messages");
+  expect_openai_error(post_raw(client, "/v1/responses", huge), 413);
+  // Paths under a resource only OpenAI has answer 404 in OpenAI's envelope.
+  for (const char* path : {"/v1/embeddings", "/v1/chat/nothing", "/v1/responses/resp_1", "/v1/audio/speech"}) {
+    auto r = client.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 404) << path;
+    const json body = json::parse(r->body);
+    EXPECT_TRUE(body["error"].contains("param") && !body.contains("type")) << path << ": " << r->body;
+  }
+
   // Still serving.
   EXPECT_EQ(post_json(client, "/v1/messages", hello()).status, 200);
   EXPECT_TRUE(server.running());

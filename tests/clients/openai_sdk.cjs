@@ -46,6 +46,8 @@ const TOOLS = [
     },
   },
 ];
+// The same tools in the Responses API's flat form.
+const RESPONSES_TOOLS = TOOLS.map((t) => ({ type: 'function', ...t.function }));
 const REQUEST = {
   model: MODEL,
   max_tokens: 160,
@@ -125,6 +127,79 @@ const cases = {
     check(typeof args.file_path === 'string', 'arguments parse to {file_path}: ' + call.function.arguments);
     check(choice.finish_reason === 'tool_calls', 'finish_reason tool_calls, got ' + choice.finish_reason);
     return `Read ${call.function.arguments}`;
+  },
+
+  // The Responses API (client.responses): the same conversation as input items; the model answers
+  // with a Bash function_call; its output goes back as a function_call_output item, and the
+  // answer after it is a completed response with usage.
+  async responses_create() {
+    const request = {
+      model: MODEL,
+      max_output_tokens: 160,
+      temperature: 0,
+      instructions: REQUEST.messages[0].content,
+      input: [{ role: 'user', content: [{ type: 'input_text', text: REQUEST.messages[1].content }] }],
+      tools: RESPONSES_TOOLS,
+    };
+    const r = await client.responses.create(request);
+    check(r.object === 'response' && r.status === 'completed' && r.id.startsWith('resp_'), 'response: ' + JSON.stringify(r));
+    const call = r.output.find((item) => item.type === 'function_call');
+    check(call && call.name === 'Bash' && call.call_id && call.id, 'a Bash function_call: ' + JSON.stringify(r.output));
+    check(typeof JSON.parse(call.arguments).command === 'string', 'arguments parse to {command}: ' + call.arguments);
+    check(r.usage && r.usage.input_tokens > 0 && r.usage.total_tokens === r.usage.input_tokens + r.usage.output_tokens,
+          'usage: ' + JSON.stringify(r.usage));
+    const second = await client.responses.create({
+      ...request,
+      input: [...request.input, ...r.output, { type: 'function_call_output', call_id: call.call_id, output: 'alpha.txt\nbeta.py' }],
+    });
+    check(second.status === 'completed' || second.status === 'incomplete', 'second response: ' + JSON.stringify(second));
+    check(second.usage.input_tokens_details.cached_tokens > 0, 'the second request reads the first from the cache: ' + JSON.stringify(second.usage));
+    return `Bash ${call.arguments}, then ${JSON.stringify(second.output_text.slice(0, 60))}, usage ${JSON.stringify(second.usage)}`;
+  },
+
+  // client.responses.stream: the SDK's accumulator checks the event order (an item added before
+  // its deltas, sequence numbers) and builds the final response from the events.
+  async responses_stream() {
+    const stream = client.responses.stream({
+      model: MODEL,
+      max_output_tokens: 160,
+      temperature: 0,
+      instructions: REQUEST.messages[0].content,
+      input: REQUEST.messages[1].content,
+      tools: RESPONSES_TOOLS,
+    });
+    const types = [];
+    let argumentsDelta = '';
+    stream.on('event', (e) => types.push(e.type));
+    stream.on('response.function_call_arguments.delta', (e) => { argumentsDelta += e.delta; });
+    const r = await stream.finalResponse();
+    const call = r.output.find((item) => item.type === 'function_call');
+    check(call && call.name === 'Bash', 'a Bash function_call: ' + JSON.stringify(r.output));
+    check(argumentsDelta === call.arguments, `the deltas spell the arguments: ${argumentsDelta} vs ${call.arguments}`);
+    check(types[0] === 'response.created' && types[types.length - 1] === 'response.completed', 'event order: ' + types.join(' '));
+    for (const t of ['response.output_item.added', 'response.function_call_arguments.done', 'response.output_item.done'])
+      check(types.includes(t), `${t} in ${types.join(' ')}`);
+    return `${types.length} events, Bash ${call.arguments}`;
+  },
+
+  // Errors in OpenAI's shape: an unsupported tool type is a BadRequestError naming the field.
+  async responses_errors() {
+    let error = null;
+    try {
+      await client.responses.create({ model: MODEL, input: 'hi', tools: [{ type: 'web_search' }] });
+    } catch (e) {
+      error = e;
+    }
+    check(error instanceof OpenAI.BadRequestError, 'a BadRequestError, got ' + error);
+    check(error.param === 'tools.0.type' && /web_search/.test(error.message), 'param and message: ' + JSON.stringify(error.error));
+    let missing = null;
+    try {
+      await client.responses.retrieve('resp_nothing');
+    } catch (e) {
+      missing = e;
+    }
+    check(missing instanceof OpenAI.NotFoundError, 'retrieve is a NotFoundError, got ' + missing);
+    return `${error.status} ${error.param}; retrieve ${missing.status}`;
   },
 
   async models_list() {

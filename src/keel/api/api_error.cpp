@@ -70,7 +70,7 @@ std::string error_body(Protocol protocol, const ApiError& error) {
     auto& e = body["error"];
     e["message"] = error.what();
     e["type"] = openai_type(error_status(protocol, error));
-    e["param"] = nullptr;
+    e["param"] = error.param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(error.param);
     e["code"] = openai_code(error);
   }
   return to_json_text(body);
@@ -81,13 +81,13 @@ std::string shared_error_body(const ApiError& error) {
   body["type"] = "error";
   body["error"]["type"] = error.type;
   body["error"]["message"] = error.what();
-  body["error"]["param"] = nullptr;
+  body["error"]["param"] = error.param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(error.param);
   body["error"]["code"] = openai_code(error);
   return to_json_text(body);
 }
 
 int error_status(Protocol protocol, const ApiError& error) {
-  if (protocol == Protocol::OpenAI && error.status == 529) return 503;
+  if (protocol != Protocol::Anthropic && error.status == 529) return 503;
   return error.status;
 }
 

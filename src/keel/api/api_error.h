@@ -11,7 +11,8 @@
 
 namespace keel::api {
 
-enum class Protocol { Anthropic, OpenAI };
+// OpenAI is Chat Completions; Responses is OpenAI's Responses API (same error envelope as OpenAI).
+enum class Protocol { Anthropic, OpenAI, Responses };
 
 struct ApiError : keel::Error {
   // `type` is the Anthropic error type: invalid_request_error (400), authentication_error (401),
@@ -21,6 +22,7 @@ struct ApiError : keel::Error {
   int status;
   std::string type;
   std::string code;  // OpenAI's machine-readable `code` ("context_length_exceeded", ...); empty: derived from status
+  std::string param;  // the request field at fault ("messages.3.content"), OpenAI's `param`; empty: null
   // Seconds after which the same request may succeed (a Retry-After header, which both SDKs honor
   // when they retry); 0: no header.
   int retry_after_seconds = 0;
@@ -56,14 +58,15 @@ enum class PlainError {
 ApiError to_api_error(const std::exception& e, PlainError plain);
 
 // Anthropic: {"type":"error","error":{"type":...,"message":...}}
-// OpenAI:    {"error":{"message":...,"type":...,"param":null,"code":...}}
+// OpenAI (and Responses): {"error":{"message":...,"type":...,"param":...,"code":...}}, param the
+// field at fault or null
 // OpenAI types: 4xx -> "invalid_request_error" (429 -> "rate_limit_error"), 5xx -> "server_error";
 // code is error.code when set, else "invalid_api_key" for 401, "rate_limit_exceeded" for 429, else null.
 std::string error_body(Protocol protocol, const ApiError& error);
 // For routes both SDKs call (/v1/models): Anthropic's envelope whose error object also carries
 // OpenAI's "param" and "code", so either SDK finds what it reads.
 std::string shared_error_body(const ApiError& error);
-// The HTTP status to answer with: OpenAI has no 529, so overloaded becomes 503 there.
+// The HTTP status to answer with: OpenAI has no 529, so overloaded becomes 503 on its routes.
 int error_status(Protocol protocol, const ApiError& error);
 
 }  // namespace keel::api

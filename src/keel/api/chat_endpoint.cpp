@@ -13,6 +13,7 @@
 
 #include "keel/api/chat_result.h"
 #include "keel/api/log_text.h"
+#include "keel/api/responses_response.h"
 #include "keel/api/server_state.h"
 #include "keel/api/sse_writer.h"
 #include "keel/engine/chat_turn.h"
@@ -74,8 +75,35 @@ bool wait_on_job(Job& job, std::unique_lock<std::mutex>& lock, const Abandoned& 
   return true;
 }
 
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 ChatRequest parse_request(Protocol protocol, const std::string& body, const RequestLimits& limits) {
-  return protocol == Protocol::Anthropic ? parse_anthropic_request(body, limits) : parse_openai_request(body, limits);
+  switch (protocol) {
+    case Protocol::Anthropic: return parse_anthropic_request(body, limits);
+    case Protocol::OpenAI: return parse_openai_request(body, limits);
+    case Protocol::Responses: return parse_responses_request(body, limits);
+  }
+  throw internal_error("unknown protocol");
+}
+
+const char* route_of(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::Anthropic: return "/v1/messages";
+    case Protocol::OpenAI: return "/v1/chat/completions";
+    case Protocol::Responses: return "/v1/responses";
+  }
+  return "";
+}
+
+std::string response_body(const ChatResult& out, const ChatRequest& r) {
+  switch (r.protocol) {
+    case Protocol::Anthropic: return anthropic_response_body(out);
+    case Protocol::OpenAI: return openai_response_body(out, unix_now());
+    case Protocol::Responses: return responses_response_body(out, responses_settings(r), unix_now());
+  }
+  return {};
 }
 
 PreparedPrompt prepare_prompt(const ServedModel& model, const ChatRequest& r) {
@@ -153,6 +181,7 @@ Usage usage_of(const TurnStats& st) {
   u.cache_read_input_tokens = st.reused_tokens;
   u.input_tokens = st.prompt_tokens - st.reused_tokens;
   u.output_tokens = st.output_tokens;
+  u.reasoning_tokens = st.reasoning_tokens;
   return u;
 }
 
@@ -248,10 +277,6 @@ void tidy_blocks(std::vector<OutputBlock>& blocks) {
   blocks = std::move(kept);
 }
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const std::shared_ptr<Job>& job,
                   const Abandoned& abandoned, http::Response& res) {
   ChatResult out;
@@ -274,9 +299,8 @@ void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const
   }
   tidy_blocks(out.blocks);
   res.status = 200;
-  res.set_content(protocol == Protocol::Anthropic ? anthropic_response_body(out) : openai_response_body(out, unix_now()),
-                  "application/json");
-  s.metrics.count_response(protocol == Protocol::Anthropic ? "/v1/messages" : "/v1/chat/completions", 200);
+  res.set_content(response_body(out, r), "application/json");
+  s.metrics.count_response(route_of(protocol), 200);
 }
 
 // The streaming side: one step per wake-up; pings keep the connection alive while the
@@ -430,7 +454,7 @@ PreparedRequest prepare_request(ServerState& s, Protocol protocol, const http::R
 
 void handle_chat(ServerState& s, Protocol protocol, const http::Request& req, http::Response& res,
                  uint64_t cache_salt) {
-  const char* route = protocol == Protocol::Anthropic ? "/v1/messages" : "/v1/chat/completions";
+  const char* route = route_of(protocol);
   try {
     auto [r, prompt] = prepare_request(s, protocol, req);
     auto job = std::make_shared<Job>();
@@ -447,7 +471,7 @@ void handle_chat(ServerState& s, Protocol protocol, const http::Request& req, ht
 
     auto st = std::make_shared<StreamState>();
     st->job = job;
-    st->writer = make_stream_writer(protocol, r.include_usage, unix_now());
+    st->writer = make_stream_writer(r, unix_now());
     st->id = new_message_id(protocol);
     st->model = r.model;
     st->usage_at_start.input_tokens = static_cast<int64_t>(prompt->ids.size());

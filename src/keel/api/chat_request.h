@@ -94,10 +94,11 @@ std::string effort_level_for_budget(int64_t budget_tokens);
 // so the least of it.
 inline constexpr std::string_view kEffortLevelWhenThinkingOff = "low";
 
-// Both throw ApiError (400 invalid_request_error naming the field, e.g.
+// All three throw ApiError (400 invalid_request_error naming the field, e.g.
 // "messages.3.content.0.type: unknown content block type \"foo\"") for anything malformed.
 ChatRequest parse_anthropic_request(std::string_view body, const RequestLimits& limits);
 ChatRequest parse_openai_request(std::string_view body, const RequestLimits& limits);
+ChatRequest parse_responses_request(std::string_view body, const RequestLimits& limits);  // responses_request.h
 // POST /v1/messages/count_tokens: the same body without max_tokens (optional there; when absent
 // the result's max_tokens is 1). Same conversion, so the count equals the request's input_tokens.
 ChatRequest parse_anthropic_count_tokens_request(std::string_view body, const RequestLimits& limits);

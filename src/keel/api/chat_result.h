@@ -5,6 +5,7 @@
 // stream, so any thread may call them.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@ struct Usage {
   int64_t output_tokens = 0;
   int64_t cache_read_input_tokens = 0;
   int64_t cache_creation_input_tokens = 0;
+  int64_t reasoning_tokens = 0;  // of output_tokens, those inside a reasoning block (Responses reports them)
   int64_t prompt_tokens() const { return input_tokens + cache_read_input_tokens + cache_creation_input_tokens; }
 };
 
@@ -59,8 +61,11 @@ const char* openai_finish_reason(FinishReason reason);
 nlohmann::ordered_json anthropic_usage_json(const Usage& usage);
 nlohmann::ordered_json openai_usage_json(const Usage& usage);
 
-// Fresh random ids: "msg_..." / "chatcmpl-..." and "toolu_..." / "call_..." (24 base-62 chars).
+// Fresh random ids (24 base-62 chars after the prefix): "msg_..." / "chatcmpl-..." / "resp_..."
+// and "toolu_..." / "call_..." (Chat Completions and Responses); new_item_id for the Responses
+// output items ("msg_", "fc_", "rs_").
 std::string new_message_id(Protocol protocol);
 std::string new_tool_call_id(Protocol protocol);
+std::string new_item_id(std::string_view prefix);
 
 }  // namespace keel::api

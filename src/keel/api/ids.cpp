@@ -22,11 +22,18 @@ std::string random_suffix(size_t length) {
 }  // namespace
 
 std::string new_message_id(Protocol protocol) {
-  return (protocol == Protocol::Anthropic ? "msg_" : "chatcmpl-") + random_suffix(24);
+  switch (protocol) {
+    case Protocol::Anthropic: return "msg_" + random_suffix(24);
+    case Protocol::OpenAI: return "chatcmpl-" + random_suffix(24);
+    case Protocol::Responses: return "resp_" + random_suffix(24);
+  }
+  return random_suffix(24);
 }
 
 std::string new_tool_call_id(Protocol protocol) {
   return (protocol == Protocol::Anthropic ? "toolu_" : "call_") + random_suffix(24);
 }
+
+std::string new_item_id(std::string_view prefix) { return std::string(prefix) + random_suffix(24); }
 
 }  // namespace keel::api

@@ -1,6 +1,5 @@
 #include "keel/api/openai_stream.h"
 
-#include "keel/api/anthropic_stream.h"
 #include "keel/api/json_text.h"
 
 namespace keel::api {
@@ -73,11 +72,6 @@ std::string OpenAIStreamWriter::error(const ApiError& e) {
   if (finished_) return {};
   finished_ = true;
   return "data: " + error_body(Protocol::OpenAI, e) + "\n\ndata: [DONE]\n\n";
-}
-
-std::unique_ptr<StreamWriter> make_stream_writer(Protocol protocol, bool include_usage, int64_t created_unix) {
-  if (protocol == Protocol::Anthropic) return std::make_unique<AnthropicStreamWriter>();
-  return std::make_unique<OpenAIStreamWriter>(include_usage, created_unix);
 }
 
 }  // namespace keel::api

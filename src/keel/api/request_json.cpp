@@ -50,7 +50,9 @@ Json parse_request_object(std::string_view body, int max_depth) {
 }
 
 void reject_field(const std::string& path, const std::string& problem) {
-  throw invalid_request(path.empty() ? problem : path + ": " + problem);
+  ApiError e = invalid_request(path.empty() ? problem : path + ": " + problem);
+  e.param = path;
+  throw e;
 }
 
 std::string json_type_name(const Json& value) {

@@ -35,13 +35,25 @@ void send_error(http::Response& res, Protocol protocol, const ApiError& error) {
 
 namespace {
 
-// The OpenAI routes answer in OpenAI's envelope; /v1/models, which both SDKs call, in both at once
-// (shared_error_body); everything else in Anthropic's.
+// The OpenAI routes, and every path under a resource only OpenAI's API has (so an SDK calling
+// one keel does not serve reads the 404 it expects), answer in OpenAI's envelope; /v1/models and
+// /v1/files, which both APIs have, in both at once (shared_error_body); everything else in
+// Anthropic's.
 enum class Envelope { Anthropic, OpenAI, Shared };
 
+bool under(const std::string& path, std::string_view resource) {
+  return path.rfind(resource, 0) == 0 && (path.size() == resource.size() || path[resource.size()] == '/');
+}
+
 Envelope envelope_of(const std::string& path) {
-  if (path.rfind("/v1/chat/", 0) == 0 || path == "/v1/completions") return Envelope::OpenAI;
-  if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) return Envelope::Shared;
+  static constexpr std::string_view kOpenAIResources[] = {
+      "/v1/chat",       "/v1/completions", "/v1/responses",  "/v1/embeddings",   "/v1/audio",
+      "/v1/images",     "/v1/moderations", "/v1/batches",    "/v1/fine_tuning",  "/v1/assistants",
+      "/v1/threads",    "/v1/vector_stores", "/v1/uploads",  "/v1/realtime",     "/v1/conversations",
+      "/v1/evals",      "/v1/containers",  "/v1/organization"};
+  for (std::string_view resource : kOpenAIResources)
+    if (under(path, resource)) return Envelope::OpenAI;
+  if (under(path, "/v1/models") || under(path, "/v1/files")) return Envelope::Shared;
   return Envelope::Anthropic;
 }
 
@@ -61,11 +73,12 @@ void send_error_for(http::Response& res, const std::string& path, const ApiError
 // The metrics label of a path: its route, or "other" for every path no route serves, so that a
 // scan of random URLs cannot add a series per URL to /metrics.
 std::string route_label(const std::string& path) {
-  static const char* const kRoutes[] = {"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions",
+  static const char* const kRoutes[] = {"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses",
                                         "/v1/models", "/health", "/metrics", "/api/hello"};
   for (const char* route : kRoutes)
     if (path == route) return path;
   if (path.size() > 11 && path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.size() > 14 && path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   return "other";
 }
 
@@ -380,6 +393,20 @@ struct Server::Impl {
       if (!state.options.capture_dir.empty()) capture_request(state.options.capture_dir, "chat-completions", req.body);
       handle_chat(state, Protocol::OpenAI, req, res, cache_salt(req));
     });
+    add("POST", "/v1/responses", true, [this](const http::Request& req, http::Response& res) {
+      if (!state.options.capture_dir.empty()) capture_request(state.options.capture_dir, "responses", req.body);
+      handle_chat(state, Protocol::Responses, req, res, cache_salt(req));
+    });
+    // responses.retrieve / .delete / input_items: keel keeps no responses (store is not supported).
+    for (const char* method : {"GET", "DELETE", "POST"})
+      add(method, "/v1/responses/*", true, [this](const http::Request& req, http::Response& res) {
+        const std::string id = req.path.substr(std::string_view("/v1/responses/").size());
+        send_error_for(res, req.path,
+                       not_found("no response \"" + id.substr(0, id.find('/')) +
+                                 "\": keel keeps no responses (store is not supported); send the whole "
+                                 "conversation as input"));
+        state.metrics.count_response("/v1/responses/{id}", res.status);
+      });
     add("POST", "/v1/messages/count_tokens", true, [this](const http::Request& req, http::Response& res) {
       handle_count_tokens(state, req, res);
     });

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "keel/api/api_error.h"
+#include "keel/api/chat_request.h"
 #include "keel/api/chat_result.h"
 
 namespace keel::api {
@@ -47,6 +48,8 @@ class StreamWriter {
   virtual std::string error(const ApiError& error) = 0;
 };
 
-std::unique_ptr<StreamWriter> make_stream_writer(Protocol protocol, bool include_usage, int64_t created_unix);
+// The writer of the request's protocol (its include_usage and, for Responses, the settings the
+// response object echoes).
+std::unique_ptr<StreamWriter> make_stream_writer(const ChatRequest& request, int64_t created_unix);
 
 }  // namespace keel::api
