@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the real clients the integration tests run against `keel serve` (Claude Code, the
-# official Anthropic and OpenAI SDKs), at the exact versions pinned in tests/clients/package-lock.json,
+# Installs the real clients the integration tests run against `keel serve` (Claude Code, Codex CLI,
+# the official Anthropic and OpenAI SDKs), at the exact versions pinned in tests/clients/package-lock.json,
 # into DIR/node_modules (default: build-test/clients). Idempotent: when DIR already holds this
 # lockfile's install it returns at once without touching the network; concurrent callers (tests
 # running in parallel) wait for one another. Exits 3 when npm is not installed.
@@ -23,7 +23,8 @@ flock 9
 
 stamp="$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1)"
 installed() {
-  [[ -f "$dir/.installed" && "$(cat "$dir/.installed")" == "$stamp" && -x "$dir/node_modules/.bin/claude" ]]
+  [[ -f "$dir/.installed" && "$(cat "$dir/.installed")" == "$stamp" && -x "$dir/node_modules/.bin/claude" &&
+     -x "$dir/node_modules/.bin/codex" ]]
 }
 if installed; then
   exit 0
@@ -43,8 +44,12 @@ if ! "$dir/node_modules/.bin/claude" --version >/dev/null 2>&1; then
   echo "install-client-tests: $dir/node_modules/.bin/claude does not run after npm ci" >&2
   exit 1
 fi
+if ! "$dir/node_modules/.bin/codex" --version >/dev/null 2>&1; then
+  echo "install-client-tests: $dir/node_modules/.bin/codex does not run after npm ci" >&2
+  exit 1
+fi
 echo "$stamp" >"$dir/.installed"
-versions="$(cd "$dir/node_modules" && for p in @anthropic-ai/claude-code @anthropic-ai/sdk openai; do
+versions="$(cd "$dir/node_modules" && for p in @anthropic-ai/claude-code @anthropic-ai/sdk openai @openai/codex; do
   printf '%s@%s ' "$p" "$(node -p "JSON.parse(require('fs').readFileSync('$p/package.json')).version")"
 done)"
 echo "install-client-tests: ${versions}in $dir"

@@ -169,21 +169,6 @@ ClaudeRun run_claude(const std::vector<std::string>& args, const std::vector<std
   return run;
 }
 
-// keel's log lines for 4xx/5xx answers: "keel serve: <request id> METHOD PATH -> 404: reason".
-std::string error_lines(const std::string& log) {
-  std::string out;
-  std::istringstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    const size_t at = line.find(" -> ");
-    if (at == std::string::npos || line.size() < at + 8) continue;
-    const std::string code = line.substr(at + 4, 4);
-    if ((code[0] == '4' || code[0] == '5') && std::isdigit(static_cast<unsigned char>(code[1])) &&
-        std::isdigit(static_cast<unsigned char>(code[2])) && code[3] == ':')
-      out += line + "\n";
-  }
-  return out;
-}
-
 int64_t usage_value(const json& usage, const char* key) {
   return usage.is_object() && usage.contains(key) && usage[key].is_number_integer() ? usage[key].get<int64_t>() : 0;
 }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -77,6 +78,20 @@ std::vector<std::string> current_environment() {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
+}
+
+std::string error_lines(const std::string& log) {
+  std::string out;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(" -> ");
+    if (at == std::string::npos || line.size() < at + 8) continue;
+    const std::string code = line.substr(at + 4, 4);
+    if ((code[0] == '4' || code[0] == '5') && std::isdigit(static_cast<unsigned char>(code[1])) &&
+        std::isdigit(static_cast<unsigned char>(code[2])) && code[3] == ':')
+      out += line + "\n";
+  }
+  return out;
 }
 
 std::filesystem::path client_scripts_dir() { return source_dir() / "tests" / "clients"; }

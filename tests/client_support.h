@@ -64,6 +64,10 @@ class BackgroundProcess {
   int pid_ = -1;
 };
 
+// keel serve's log lines for 4xx/5xx answers ("keel serve: <request id> METHOD PATH -> 404:
+// reason"), one per line; empty when there were none.
+std::string error_lines(const std::string& log);
+
 // The environment of this process as NAME=value strings, for passing on with changes.
 std::vector<std::string> current_environment();
 
