@@ -11,19 +11,19 @@
 //   (b) turn 2 reads turn 1's whole prompt from keel's prefix cache (usage.cache_read_input_tokens);
 //   (c) the mid-conversation system message Claude Code puts at messages[1] is answered 200 with a
 //       complete stream (and whether the mid-conversation-system beta header came with it);
-//   (d) keel logged no 4xx/5xx and no generation error, and the proxy saw none.
+//   (d) keel logged no 4xx/5xx and no generation error, and the proxy saw none;
+//   (e) the model's Bash call ran and its result, a file name NFC rewrites, went back to keel.
 // docs/claude-code.md describes what Claude Code sends. Skipped when npm/node are not installed.
 //
 // The model: Claude Code's prompt is ~24.5k tokens under tiny-toolcaller's 1,661-token vocabulary
-// and ~11.7k under the real Qwen2.5 tokenizer, so the test serves a `keel synth` Qwen2 model
-// (hidden 64, 1 layer, 4 heads, 2 KV heads: one layer halves the prefill of that prompt, the
-// test's main cost) that carries the real Qwen2.5 tokenizer and chat template. Random weights
-// never sample <|im_end|>, so every answer would run to max_tokens and Claude Code would end the
-// turn with "API Error: Claude's response exceeded the N output token maximum". Four embedding
-// directions are therefore set by hand (see write_hello_model): the model answers "Hello\u0301"
-// (a decomposed "o\u0301", which Qwen2.5's NFC normalizer rewrites when turn 2 sends it back) and
-// ends its turn, whatever the prompt. The project folder and the prompt carry decomposed file
-// names too, as macOS writes them. The test checks the protocol, not the answer.
+// and ~11.7k under the real Qwen2.5 tokenizer, so the test serves a scripted model
+// (scripted_model_support.h: one layer, the real Qwen2.5 tokenizer and chat template, weights
+// set by hand). Its first answer is a Bash call, `ls`, in a project folder that holds a file with
+// a decomposed name (as macOS writes them), so the tool result Claude Code sends back carries text
+// that Qwen2.5's NFC normalizer rewrites; once a tool result is in the conversation it answers
+// "Hello\u0301" (a decomposed "o\u0301", sent back in turn 2) and ends its turn. The working
+// directory, in the system prompt, and the prompt carry decomposed names too. The test checks the
+// protocol, not the answer.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -33,101 +33,13 @@
 #include <sstream>
 
 #include "client_support.h"
+#include "scripted_model_support.h"
 #include "server_support.h"
 
 namespace keel::test {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr int kContext = 32768;
-
-uint16_t bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return static_cast<uint16_t>(bits >> 16);  // exact for the values used here
-}
-
-// A Qwen2-architecture model folder for Claude Code: `keel synth` random weights, the real
-// Qwen2.5 tokenizer.json / tokenizer_config.json (chat template included) from the shared
-// fixtures, and an embedding with four hand-set directions u, v, w, z (dimensions 0-3), tied to
-// the output head. Every token's embedding is u, except "\n" = 3v, "Hello" = 6v + 3w, the
-// combining acute U+0301 = 30w + 30z and <|im_end|> = 80z; the final norm keeps only dimensions
-// 0-3. The layers' random weights (scale 0.02) barely move the residual stream, so the last
-// position's normed state is 8 times the direction of its own token's embedding, and the logits
-// are that dotted with each embedding: after "\n" (the end of "<|im_start|>assistant\n") "Hello"
-// scores 48, "\n" 24, every other token 0; after "Hello" the acute scores 107 against "Hello"'s
-// 54; after the acute <|im_end|> scores 453 against its 339. The answer is always "Hello\u0301",
-// then end of turn.
-std::filesystem::path write_hello_model(const TempDir& tmp) {
-  const auto cfg_dir = tmp.path() / "config";
-  const auto dir = tmp.path() / "qwen25-hello";
-  std::filesystem::create_directories(cfg_dir);
-  const json config = {{"architectures", {"Qwen2ForCausalLM"}},
-                       {"model_type", "qwen2"},
-                       {"hidden_act", "silu"},
-                       {"hidden_size", 64},
-                       {"intermediate_size", 128},
-                       {"num_hidden_layers", 1},
-                       {"num_attention_heads", 4},
-                       {"num_key_value_heads", 2},
-                       {"max_position_embeddings", kContext},
-                       {"rms_norm_eps", 1e-6},
-                       {"rope_theta", 1000000.0},
-                       {"tie_word_embeddings", true},
-                       {"torch_dtype", "bfloat16"},
-                       {"use_sliding_window", false},
-                       {"vocab_size", 151936},
-                       {"bos_token_id", 151643},
-                       {"eos_token_id", 151645}};
-  std::ofstream(cfg_dir / "config.json") << config.dump(2);
-  const ProcessResult synth =
-      run_process({keel_binary().string(), "synth", "--config", (cfg_dir / "config.json").string(), "--out", dir.string()},
-                  current_environment(), tmp.path(), std::chrono::seconds(120));
-  if (synth.exit_code != 0) throw std::runtime_error("keel synth failed:\n" + synth.out + synth.err);
-  const auto tokenizer_dir = shared_dir() / "fixtures" / "tokenizers" / "qwen2.5";
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) std::filesystem::copy_file(tokenizer_dir / f, dir / f);
-
-  // The four token ids, from the tokenizer itself ("\n" is "Ċ" and U+0301 "Ìģ" in byte-level BPE).
-  const json tok = json::parse(read_text(dir / "tokenizer.json"));
-  const int64_t newline = tok["model"]["vocab"].at("\xC4\x8A").get<int64_t>();
-  const int64_t hello = tok["model"]["vocab"].at("Hello").get<int64_t>();
-  const int64_t acute = tok["model"]["vocab"].at("\xC3\x8C\xC4\xA3").get<int64_t>();
-  int64_t im_end = -1;
-  for (const auto& t : tok["added_tokens"])
-    if (t["content"] == "<|im_end|>") im_end = t["id"].get<int64_t>();
-  if (im_end < 0) throw std::runtime_error("no <|im_end|> in the Qwen2.5 tokenizer");
-
-  std::fstream f(dir / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
-  uint64_t header_len = 0;
-  f.read(reinterpret_cast<char*>(&header_len), 8);
-  std::string header(header_len, '\0');
-  f.read(header.data(), static_cast<std::streamsize>(header_len));
-  const json h = json::parse(header);
-  const uint64_t data = 8 + header_len;
-  auto write_row = [&](const json& t, int64_t row, int64_t width, const std::vector<float>& values) {
-    if (t["dtype"] != "BF16") throw std::runtime_error("keel synth wrote " + t["dtype"].get<std::string>() + ", not BF16");
-    std::vector<uint16_t> out;
-    for (float v : values) out.push_back(bf16(v));
-    f.seekp(static_cast<std::streamoff>(data + t["data_offsets"][0].get<uint64_t>() + 2 * row * width));
-    f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(2 * out.size()));
-  };
-  const json& emb = h.at("model.embed_tokens.weight");
-  const int64_t vocab = emb["shape"][0], hidden = emb["shape"][1];
-  for (int64_t t = 0; t < vocab; ++t) {
-    std::vector<float> first4 = {1, 0, 0, 0};
-    if (t == newline) first4 = {0, 3, 0, 0};
-    if (t == hello) first4 = {0, 6, 3, 0};
-    if (t == acute) first4 = {0, 0, 30, 30};
-    if (t == im_end) first4 = {0, 0, 0, 80};
-    write_row(emb, t, hidden, first4);
-  }
-  std::vector<float> norm(static_cast<size_t>(hidden), 0.0f);
-  norm[0] = norm[1] = norm[2] = norm[3] = 1.0f;
-  write_row(h.at("model.norm.weight"), 0, hidden, norm);
-  if (!f) throw std::runtime_error("cannot patch " + (dir / "model.safetensors").string());
-  return dir;
-}
 
 std::vector<json> json_lines(const std::string& text) {
   std::vector<json> out;
@@ -189,9 +101,11 @@ TEST(ClaudeCode, HeadlessSessionAgainstKeelServe) {
   std::cout << "client install: " << install.seconds << " s\n";
 
   TempDir tmp;
-  const auto model = write_hello_model(tmp);
+  const auto model = write_scripted_model(
+      tmp, R"(<tool_call>{"name":"Bash","arguments":{"command":"ls","description":"List files"}}</tool_call>)",
+      "Hello\u0301");
   const auto t0 = std::chrono::steady_clock::now();
-  ServerProcess server({"--model", model.string(), "--alias", "*", "--context", std::to_string(kContext)});
+  ServerProcess server({"--model", model.string(), "--alias", "*", "--context", std::to_string(kScriptedModelContext)});
   const double start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const auto proxy_log = tmp.path() / "requests.jsonl";
@@ -223,8 +137,8 @@ TEST(ClaudeCode, HeadlessSessionAgainstKeelServe) {
   // Turn 1 prefills Claude Code's whole prompt (~11.7k tokens): ~5 s in a Release build on 2
   // threads, ~45 s under AddressSanitizer.
   std::ofstream(project / "Re\u0301sume\u0301.pdf") << "%PDF-1.4\n";
-  const ClaudeRun first = run_claude({"-p", "Reply with one word about Re\u0301sume\u0301.pdf: hello.", "--output-format",
-                                      "stream-json", "--verbose"},
+  const ClaudeRun first = run_claude({"-p", "List the files, then say hello.", "--allowedTools", "Bash",
+                                      "--output-format", "stream-json", "--verbose"},
                                      env, project, std::chrono::seconds(330));
   // Turn 2 continues the same conversation from Claude Code's transcript under HOME.
   const ClaudeRun second = run_claude(
@@ -269,6 +183,15 @@ TEST(ClaudeCode, HeadlessSessionAgainstKeelServe) {
   EXPECT_EQ(first.process.exit_code, 0) << describe(first);
   // The answer carries the decomposed acute that turn 2 sends back.
   EXPECT_NE(first.result.value("result", "").find("\u0301"), std::string::npos) << describe(first);
+  // (e) The Bash call reached Claude Code, ran, and its result (back to keel in the next request)
+  // lists the decomposed file name.
+  bool listed = false;
+  for (const auto& m : first.messages)
+    if (m.value("type", "") == "user")
+      for (const auto& block : m.value("message", json::object()).value("content", json::array()))
+        if (block.value("type", "") == "tool_result" && block.dump().find("Re\u0301sume\u0301.pdf") != std::string::npos)
+          listed = true;
+  EXPECT_TRUE(listed) << "no Bash result listing the decomposed file name\n" << describe(first);
 
   // (b) Turn 2's first request reads turn 1's whole prompt from the prefix cache.
   ASSERT_FALSE(first.assistant.empty()) << describe(first);

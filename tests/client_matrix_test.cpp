@@ -133,5 +133,89 @@ TEST(ClientMatrix, CodexExecRunsAToolThroughTheResponsesApi) {
   EXPECT_EQ(error_lines(s.server->log()), "") << s.server->log();
 }
 
+// Qwen Code (npm @qwen-code/qwen-code) on Chat Completions, configured by its documented
+// environment variables, headless with -p's positional form and --yolo (no approval prompts).
+TEST(ClientMatrix, QwenCodeRunsAToolThroughChatCompletions) {
+  const ClientInstall& install = client_install();
+  if (!install.skip_reason.empty()) GTEST_SKIP() << install.skip_reason;
+  ASSERT_TRUE(install.error.empty()) << install.error;
+
+  Session s(R"({"name":"run_shell_command","arguments":{"command":"ls"}})");
+  std::vector<std::string> env = base_environment(s);
+  env.push_back("OPENAI_BASE_URL=" + s.base_url());
+  env.push_back("OPENAI_API_KEY=local");
+  env.push_back("OPENAI_MODEL=keel");
+  env.push_back("QWEN_CODE_SUPPRESS_YOLO_WARNING=1");
+  const ProcessResult run =
+      run_process({install.node.string(), (install.node_modules / ".bin" / "qwen").string(), "--yolo",
+                   "--output-format", "stream-json", "List the files here."},
+                  env, s.project, std::chrono::seconds(300));
+  std::cout << "qwen: " << run.seconds << " s\n" << s.requests();
+  ::testing::Test::RecordProperty("qwen_code_seconds", std::to_string(run.seconds));
+
+  bool called = false, listed = false;
+  json result;
+  for (const json& e : json_lines(run.out)) {
+    const std::string type = e.value("type", "");
+    for (const json& block : e.value("message", json::object()).value("content", json::array())) {
+      if (type == "assistant" && block.value("type", "") == "tool_use" && block.value("name", "") == "run_shell_command")
+        called = true;
+      if (type == "user" && block.value("type", "") == "tool_result" && !block.value("is_error", true))
+        listed = listed || block.value("content", json("")).dump().find(kDecomposedFile) != std::string::npos;
+    }
+    if (type == "result") result = e;
+  }
+  EXPECT_EQ(run.exit_code, 0) << describe(run);
+  EXPECT_TRUE(called) << "the run_shell_command call did not reach Qwen Code\n" << describe(run);
+  EXPECT_TRUE(listed) << "ls did not list " << kDecomposedFile << "\n" << describe(run);
+  EXPECT_EQ(result.value("subtype", ""), "success") << describe(run);
+  EXPECT_EQ(result.value("result", ""), "Done") << describe(run);
+  EXPECT_EQ(error_lines(s.server->log()), "") << s.server->log();
+}
+
+// opencode (npm opencode-ai) on Chat Completions through its openai-compatible provider, set in
+// ~/.config/opencode/opencode.json as docs/clients.md shows; `opencode run` is its headless mode.
+TEST(ClientMatrix, OpencodeRunsAToolThroughChatCompletions) {
+  const ClientInstall& install = client_install();
+  if (!install.skip_reason.empty()) GTEST_SKIP() << install.skip_reason;
+  ASSERT_TRUE(install.error.empty()) << install.error;
+
+  Session s(R"({"name":"bash","arguments":{"command":"ls","description":"List files"}})");
+  const auto config_dir = s.home / ".config" / "opencode";
+  std::filesystem::create_directories(config_dir);
+  const json config = {
+      {"provider", {{"keel", {{"npm", "@ai-sdk/openai-compatible"}, {"name", "keel"},
+                              {"options", {{"baseURL", s.base_url()}, {"apiKey", "local"}}},
+                              {"models", {{"keel", {{"name", "keel"}, {"tool_call", true}}}}}}}}},
+      {"model", "keel/keel"},
+      {"autoupdate", false},
+      {"share", "disabled"}};
+  std::ofstream(config_dir / "opencode.json") << config.dump(2);
+  std::vector<std::string> env = base_environment(s);
+  env.push_back("OPENCODE_DISABLE_AUTOUPDATE=1");
+  env.push_back("OPENCODE_DISABLE_MODELS_FETCH=1");
+  const ProcessResult run = run_process(
+      {(install.node_modules / ".bin" / "opencode").string(), "run", "--format", "json", "List the files here."}, env,
+      s.project, std::chrono::seconds(300));
+  std::cout << "opencode: " << run.seconds << " s\n" << s.requests();
+  ::testing::Test::RecordProperty("opencode_seconds", std::to_string(run.seconds));
+
+  bool listed = false, answered = false;
+  for (const json& e : json_lines(run.out)) {
+    const json part = e.value("part", json::object());
+    if (e.value("type", "") == "tool_use" && part.value("tool", "") == "bash") {
+      const json state = part.value("state", json::object());
+      listed = state.value("status", "") == "completed" &&
+               state.value("output", "").find(kDecomposedFile) != std::string::npos;
+    }
+    if (e.value("type", "") == "text" && part.value("text", "") == "Done") answered = true;
+  }
+  EXPECT_EQ(run.exit_code, 0) << describe(run);
+  EXPECT_TRUE(listed) << "the bash call did not reach opencode or did not list " << kDecomposedFile << "\n"
+                      << describe(run);
+  EXPECT_TRUE(answered) << describe(run);
+  EXPECT_EQ(error_lines(s.server->log()), "") << s.server->log();
+}
+
 }  // namespace
 }  // namespace keel::test

@@ -21,29 +21,29 @@ uint16_t bf16(float f) {
   return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);  // round to nearest even
 }
 
-// The ids spelling `text`, each used at most once across calls: a repeated token is spelled by two
-// unused tokens (its text cut in two) instead.
+// Spells text[pos...] with vocabulary tokens none of which is in `used` or used twice, longest
+// pieces first, backtracking when a choice leaves the rest unspellable.
+bool spell(const text::Tokenizer& tok, const std::string& text, size_t pos, std::set<int32_t>& used,
+           std::vector<int32_t>& out) {
+  if (pos == text.size()) return true;
+  for (size_t len = std::min<size_t>(24, text.size() - pos); len > 0; --len) {
+    const std::string piece = text.substr(pos, len);
+    const std::vector<int32_t> ids = tok.encode(piece);
+    if (ids.size() != 1 || used.count(ids[0]) || tok.decode(ids) != piece) continue;
+    used.insert(ids[0]);
+    out.push_back(ids[0]);
+    if (spell(tok, text, pos + len, used, out)) return true;
+    out.pop_back();
+    used.erase(ids[0]);
+  }
+  return false;
+}
+
+// The ids spelling `text`, each used once across calls (a token can have only one successor).
 std::vector<int32_t> distinct_ids(const text::Tokenizer& tok, const std::string& text, std::set<int32_t>& used) {
   std::vector<int32_t> out;
-  for (int32_t id : tok.encode(text)) {
-    if (used.insert(id).second) {
-      out.push_back(id);
-      continue;
-    }
-    const std::string piece = tok.decode(std::vector<int32_t>{id});
-    bool split = false;
-    for (size_t cut = 1; cut < piece.size() && !split; ++cut) {
-      const auto a = tok.encode(piece.substr(0, cut)), b = tok.encode(piece.substr(cut));
-      if (a.size() == 1 && b.size() == 1 && a[0] != b[0] && !used.count(a[0]) && !used.count(b[0])) {
-        used.insert(a[0]);
-        used.insert(b[0]);
-        out.push_back(a[0]);
-        out.push_back(b[0]);
-        split = true;
-      }
-    }
-    if (!split) throw std::runtime_error("scripted model: cannot spell \"" + piece + "\" of \"" + text + "\" a second time");
-  }
+  if (text.empty() || !spell(tok, text, 0, used, out))
+    throw std::runtime_error("scripted model: cannot spell \"" + text + "\" with tokens used once each");
   return out;
 }
 

@@ -15,8 +15,9 @@
 // token's "previous" direction is that of "\n" (the end of "<|im_start|>assistant\n"), or for the
 // after-tool script, a direction the attention layer writes: at a "\n" query, head 0 attends
 // (position-independently, on rope's slowest pair) to "_response" keys and its value puts a
-// large component on that direction, which outweighs "\n"'s own. A token the script needs twice
-// is spelled by two other vocabulary tokens the second time, since a token can have one successor.
+// large component on that direction, which outweighs "\n"'s own. Since a token can have only one
+// successor, the scripts are spelled with vocabulary tokens used once each (not necessarily the
+// tokenizer's own encoding; a model may write any tokens that spell its text).
 // Throws std::runtime_error when a script cannot be laid out that way.
 #include <filesystem>
 #include <string>
