@@ -1,6 +1,7 @@
 // Text whose normalized form has other bytes (a decomposed "e\u0301" as macOS writes file names,
-// U+212B, U+1FD3, Hangul jamo) in every part of a conversation, on all three routes of a real
-// `keel serve`: each answers 200, and count_tokens equals the tokens the answer's usage counts.
+// U+212B, U+1FD3, Hangul jamo) in every part of a conversation, on every route of a real `keel
+// serve` (Messages, count_tokens, Chat Completions, Responses): each answers 200, and count_tokens
+// equals the tokens the answer's usage counts.
 #include <gtest/gtest.h>
 
 #include "server_support.h"
@@ -40,6 +41,18 @@ json openai_request(const std::string& odd) {
   return {{"model", "tiny-toolcaller"}, {"max_tokens", 4}, {"temperature", 0}, {"tools", tools}, {"messages", messages}};
 }
 
+json responses_request(const std::string& odd) {
+  json input = json::array();
+  input.push_back({{"role", "user"}, {"content", "List the files in " + odd}});
+  input.push_back({{"type", "function_call"}, {"call_id", "call_1"}, {"name", "Bash"},
+                   {"arguments", json{{"command", "ls " + odd}}.dump()}});
+  input.push_back({{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "notes.txt\n" + odd}});
+  json tools = json::array({{{"type", "function"}, {"name", "Bash"}, {"description", "Run a command."},
+                             {"parameters", kAnthropicTools[0]["input_schema"]}}});
+  return {{"model", "tiny-toolcaller"}, {"max_output_tokens", 4}, {"temperature", 0},
+          {"instructions", "Work in the folder " + odd + "."}, {"tools", tools}, {"input", input}};
+}
+
 TEST(ServeNormalizedText, EveryRouteAnswersAndCountsTheTokensItPrefills) {
   ServerProcess server;
   auto client = server.client();
@@ -67,6 +80,10 @@ TEST(ServeNormalizedText, EveryRouteAnswersAndCountsTheTokensItPrefills) {
     const JsonResponse chat = post_json(client, "/v1/chat/completions", openai_request(odd));
     ASSERT_EQ(chat.status, 200) << chat.text;
     EXPECT_GT(chat.body["usage"]["prompt_tokens"].get<int64_t>(), 20);
+
+    const JsonResponse responses = post_json(client, "/v1/responses", responses_request(odd));
+    ASSERT_EQ(responses.status, 200) << responses.text;
+    EXPECT_GT(responses.body["usage"]["input_tokens"].get<int64_t>(), 20);
   }
 }
 
