@@ -69,6 +69,7 @@ int run_command(const CommandArgs& argv) {
   }
 
   options.stop_ids = m.weights.eos_token_ids;
+  if (tokenizer) options.masked_ids = ids_without_token(*tokenizer, m.weights.spec.vocab_size);
   const long context = context_flag.value_or(
       std::min<long>(static_cast<long>(m.weights.spec.max_position), static_cast<long>(prompt.size()) + options.max_tokens));
 

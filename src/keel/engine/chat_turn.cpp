@@ -190,6 +190,7 @@ class TurnRunner {
       forced_.erase(forced_.begin());
       return id;
     }
+    mask_logits(logits_, model_.ids_without_token());
     if (options_.logits_processor) options_.logits_processor(generated_, logits_);
     return sampler_.sample(logits_);
   }

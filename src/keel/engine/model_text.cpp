@@ -18,6 +18,14 @@ text::Tokenizer load_model_tokenizer(const std::filesystem::path& model) {
   throw Error(model.string() + ": no tokenizer.json; keel needs the model's tokenizer");
 }
 
+std::vector<int32_t> ids_without_token(const text::Tokenizer& tokenizer, int64_t rows) {
+  std::vector<int32_t> ids;
+  for (int64_t id = 0; id < rows; ++id)
+    if (static_cast<size_t>(id) >= tokenizer.vocab_size() || tokenizer.token_text(static_cast<int32_t>(id)).empty())
+      ids.push_back(static_cast<int32_t>(id));
+  return ids;
+}
+
 chat::ChatTemplateSource load_model_chat_template(const std::filesystem::path& model, bool want_tools) {
   if (auto gguf = gguf::find_gguf_model(model)) return chat::gguf_chat_template_source(gguf::File(*gguf), want_tools);
   return chat::load_chat_template_source(model, want_tools);

@@ -42,6 +42,7 @@ GenerationResult generate_raw(Transformer& model, kv::KvSequence& sequence, std:
       result.stop = StopReason::MaxTokens;
       break;
     }
+    mask_logits(logits, options.masked_ids);
     const int32_t next = sampler.sample(logits);
     if (std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end()) {
       result.stop = StopReason::EndOfSequence;

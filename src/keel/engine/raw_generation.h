@@ -36,6 +36,7 @@ struct GenerationOptions {
   int64_t prefill_chunk = 256;  // tokens per forward pass while reading the prompt
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;  // end-of-sequence ids
+  std::vector<int32_t> masked_ids;  // never sampled: rows no token has (ids_without_token)
 };
 
 // The prompt's tokens carry chat::Role::user, the generated ones chat::Role::assistant. `sequence`

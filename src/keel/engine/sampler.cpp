@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "keel/util/error.h"
 
@@ -64,7 +65,16 @@ int32_t Sampler::sample(std::span<const float> logits) {
     r -= c.first;
     if (r < 0) return c.second;
   }
-  return candidates_.back().second;
+  // Rounding left r at or above 0: the last candidate that can be drawn (a masked id has
+  // probability 0 and sorts last).
+  for (auto it = candidates_.rbegin(); it != candidates_.rend(); ++it)
+    if (it->first > 0) return it->second;
+  return candidates_.front().second;
+}
+
+void mask_logits(std::span<float> logits, std::span<const int32_t> ids) {
+  for (int32_t id : ids)
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
 }
 
 }  // namespace keel

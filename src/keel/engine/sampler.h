@@ -34,4 +34,7 @@ class Sampler {
 
 int32_t argmax(std::span<const float> logits);
 
+// Sets the logits of `ids` to -infinity, so neither greedy nor any sampling picks them.
+void mask_logits(std::span<float> logits, std::span<const int32_t> ids);
+
 }  // namespace keel

@@ -14,6 +14,7 @@ ServedModel::ServedModel(const ServedModelOptions& options)
   pool_ = std::make_unique<ThreadPool>(options.threads);
   transformer_ = std::make_unique<Transformer>(weights_, *pool_);
   tokenizer_ = load_model_tokenizer(weights_.dir);
+  ids_without_token_ = keel::ids_without_token(*tokenizer_, weights_.spec.vocab_size);
   chat::ChatTemplateSource source = load_model_chat_template(weights_.dir, /*want_tools=*/true);
   template_.emplace(source.source, source.bos_token, source.eos_token);
 

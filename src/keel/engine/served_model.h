@@ -50,6 +50,8 @@ class ServedModel {
   const ModelWeights& weights() const { return weights_; }
   Transformer& transformer() { return *transformer_; }
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Output rows no token has (ids_without_token): masked before every sample.
+  const std::vector<int32_t>& ids_without_token() const { return ids_without_token_; }
   const toolcall::ToolCallFormatInfo& tool_call_format() const { return format_; }
   std::string tool_call_format_origin() const { return format_origin_; }
   const toolcall::ReasoningControl& reasoning() const { return template_reading_.reasoning; }
@@ -77,6 +79,7 @@ class ServedModel {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Transformer> transformer_;
   std::optional<text::Tokenizer> tokenizer_;
+  std::vector<int32_t> ids_without_token_;
   std::optional<chat::ChatTemplate> template_;
   toolcall::ToolCallFormatInfo format_;
   std::string format_origin_;
