@@ -20,6 +20,7 @@
 #include "keel/chat/token_roles.h"
 #include "keel/text/tokenizer.h"
 #include "keel/text/unicode_normalization.h"
+#include "keel/util/utf8.h"
 
 namespace {
 
@@ -46,24 +47,6 @@ const Model& model() {
   return m;
 }
 
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
-
 // Valid UTF-8 sequences are kept; any other byte b becomes a combining mark (U+0300 + b % 0x70)
 // or a Hangul jamo, which NFC composes with what comes before.
 std::string as_text(std::string_view in) {
@@ -78,14 +61,14 @@ std::string as_text(std::string_view in) {
       char32_t c = b & (0x7F >> len);
       for (size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(in[i + k]) & 0x3F);
       std::string again;
-      append_utf8(again, c);
+      keel::utf8::append(again, c);
       valid = again == in.substr(i, len) && !(c >= 0xD800 && c <= 0xDFFF) && c <= 0x10FFFF;
     }
     if (valid && b != 0) {
       out.append(in.substr(i, len));
       i += len;
     } else {
-      append_utf8(out, b % 3 == 0 ? char32_t{0x1161 + b % 21} : char32_t{0x300 + b % 0x70});
+      keel::utf8::append(out, b % 3 == 0 ? char32_t{0x1161 + b % 21} : char32_t{0x300 + b % 0x70});
       ++i;
     }
   }

@@ -1,6 +1,5 @@
 #include "keel/api/openai_request.h"
 
-#include <climits>
 #include <set>
 
 #include "keel/api/openai_messages.h"
@@ -125,28 +124,14 @@ ChatRequest parse_openai_request(std::string_view body, const RequestLimits& lim
   request.max_tokens = checked_max_tokens(max_tokens.value_or(kDefaultOpenAIMaxTokens), tokens_field, limits);
 
   if (auto n = optional_int(root, "n", ""); n && *n != 1) reject_field("n", "only n = 1 is supported");
-  if (auto t = number_in_range(root, "temperature", 0.0, 2.0)) request.temperature = static_cast<float>(*t);
-  if (auto p = number_in_range(root, "top_p", 0.0, 1.0)) request.top_p = static_cast<float>(*p);
-  if (auto k = optional_int(root, "top_k", "")) {
-    if (*k < -1 || *k > INT_MAX) reject_field("top_k", "must be -1 (off) or between 0 and " + std::to_string(INT_MAX));
-    request.top_k = *k < 0 ? 0 : static_cast<int>(*k);
-  }
-  if (auto seed = optional_int(root, "seed", "")) request.seed = static_cast<uint64_t>(*seed);
+  read_openai_sampling(root, request);
   if (const Json* stop = find_field(root, "stop"); stop != nullptr && !stop->is_null()) request.stop_sequences = read_stop(*stop);
   request.stream = optional_bool(root, "stream", "").value_or(false);
   if (const Json* options = find_field(root, "stream_options"); options != nullptr && !options->is_null()) {
     expect_object(*options, "stream_options");
     request.include_usage = optional_bool(*options, "include_usage", "stream_options").value_or(false);
   }
-  if (auto effort = optional_string(root, "reasoning_effort", "")) {
-    // "none" turns thinking off; for a template with effort levels that is still "low"
-    // (effort_level_for_effort), since gpt-oss cannot stop reasoning.
-    request.reasoning_effort = effort_level_for_effort(*effort);
-    if (*effort != "none") {
-      request.thinking = true;
-      request.reasoning_budget = reasoning_budget_for_effort(*effort);
-    }
-  }
+  if (auto effort = optional_string(root, "reasoning_effort", "")) apply_reasoning_effort(*effort, request);
   reject_unsupported_outputs(root);
   request.user = optional_string(root, "prompt_cache_key", "").value_or(optional_string(root, "user", "").value_or(""));
   return request;

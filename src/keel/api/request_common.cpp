@@ -1,5 +1,6 @@
 #include "keel/api/request_common.h"
 
+#include <climits>
 #include <cstdio>
 
 namespace keel::api {
@@ -32,6 +33,26 @@ std::optional<double> number_in_range(const Json& object, std::string_view key, 
     reject_field(std::string(key), buf);
   }
   return value;
+}
+
+void read_openai_sampling(const Json& root, ChatRequest& request) {
+  if (auto t = number_in_range(root, "temperature", 0.0, 2.0)) request.temperature = static_cast<float>(*t);
+  if (auto p = number_in_range(root, "top_p", 0.0, 1.0)) request.top_p = static_cast<float>(*p);
+  if (auto k = optional_int(root, "top_k", "")) {
+    if (*k < -1 || *k > INT_MAX) reject_field("top_k", "must be -1 (off) or between 0 and " + std::to_string(INT_MAX));
+    request.top_k = *k < 0 ? 0 : static_cast<int>(*k);
+  }
+  if (auto seed = optional_int(root, "seed", "")) request.seed = static_cast<uint64_t>(*seed);
+}
+
+void apply_reasoning_effort(const std::string& effort, ChatRequest& request) {
+  // "none" turns thinking off; for a template with effort levels that is still "low"
+  // (effort_level_for_effort), since gpt-oss cannot stop reasoning.
+  request.reasoning_effort = effort_level_for_effort(effort);
+  if (effort != "none") {
+    request.thinking = true;
+    request.reasoning_budget = reasoning_budget_for_effort(effort);
+  }
 }
 
 void check_message_count(const Json& messages, const RequestLimits& limits) {

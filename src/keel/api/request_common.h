@@ -27,6 +27,13 @@ std::optional<double> number_in_range(const Json& object, std::string_view key, 
 void check_message_count(const Json& messages, const RequestLimits& limits);
 void check_tool_count(const Json& tools, const RequestLimits& limits);
 
+// OpenAI's sampling fields, shared by Chat Completions and Responses: temperature [0, 2], top_p
+// [0, 1], top_k (keel's extension: -1 or 0 off) and seed.
+void read_openai_sampling(const Json& root, ChatRequest& request);
+// An OpenAI reasoning effort ("none", "minimal", "low", ...): the template's level, and thinking
+// with its budget unless it is "none".
+void apply_reasoning_effort(const std::string& effort, ChatRequest& request);
+
 // Rejects a tool_choice naming a tool that is not in `tools` (template format) and tool_choice
 // modes that need tools when there are none.
 void check_tool_choice_against_tools(const ChatRequest& request, const std::string& field);

@@ -1,6 +1,5 @@
 #include "keel/api/responses_request.h"
 
-#include <climits>
 #include <map>
 #include <set>
 
@@ -250,23 +249,11 @@ ChatRequest parse_responses_request(std::string_view body, const RequestLimits& 
   request.parallel_tool_calls = optional_bool(root, "parallel_tool_calls", "").value_or(true);
   request.max_tokens = checked_max_tokens(optional_int(root, "max_output_tokens", "").value_or(kDefaultOpenAIMaxTokens),
                                           "max_output_tokens", limits);
-  if (auto t = number_in_range(root, "temperature", 0.0, 2.0)) request.temperature = static_cast<float>(*t);
-  if (auto p = number_in_range(root, "top_p", 0.0, 1.0)) request.top_p = static_cast<float>(*p);
-  if (auto k = optional_int(root, "top_k", "")) {
-    if (*k < -1 || *k > INT_MAX) reject_field("top_k", "must be -1 (off) or between 0 and " + std::to_string(INT_MAX));
-    request.top_k = *k < 0 ? 0 : static_cast<int>(*k);
-  }
-  if (auto seed = optional_int(root, "seed", "")) request.seed = static_cast<uint64_t>(*seed);
+  read_openai_sampling(root, request);
   request.stream = optional_bool(root, "stream", "").value_or(false);
   if (const Json* reasoning = find_field(root, "reasoning"); reasoning != nullptr && !reasoning->is_null()) {
     expect_object(*reasoning, "reasoning");
-    if (auto effort = optional_string(*reasoning, "effort", "reasoning")) {
-      request.reasoning_effort = effort_level_for_effort(*effort);
-      if (*effort != "none") {
-        request.thinking = true;
-        request.reasoning_budget = reasoning_budget_for_effort(*effort);
-      }
-    }
+    if (auto effort = optional_string(*reasoning, "effort", "reasoning")) apply_reasoning_effort(*effort, request);
   }
   request.user = optional_string(root, "prompt_cache_key", "").value_or(optional_string(root, "user", "").value_or(""));
   return request;
