@@ -27,10 +27,13 @@ int64_t metric(const ServerProcess& server, const std::string& line_prefix) {
   return std::stoll(text.substr(at + line_prefix.size() + 1));
 }
 
+// These tests check validation after the fact, so the grammar that would keep the calls valid in
+// the first place is off (--constrained-tool-calls off); the last one turns it on.
+
 // The model answers `ls /tmp` with {"command": ...}; a schema that also requires `timeout_ms`
 // makes every such call invalid.
 TEST(ServeToolValidation, MissingRequiredPropertyIsNeverPassedOn) {
-  ServerProcess server;
+  ServerProcess server({"--constrained-tool-calls", "off"});
   auto client = server.client();
   json request = first_request();
   json& bash = tool_named(request, "Bash");
@@ -68,7 +71,7 @@ TEST(ServeToolValidation, MissingRequiredPropertyIsNeverPassedOn) {
 }
 
 TEST(ServeToolValidation, UnknownToolIsInvalidAndRetriesCanBeTurnedOff) {
-  ServerProcess server({"--tool-retries", "0"});
+  ServerProcess server({"--tool-retries", "0", "--constrained-tool-calls", "off"});
   auto client = server.client();
   json request = first_request();
   tool_named(request, "Bash")["name"] = "Shell";  // the model still calls "Bash"
@@ -135,6 +138,26 @@ TEST(ServeToolValidation, ToolChoiceNamingAToolGetsACallToIt) {
         << call.dump();
     EXPECT_EQ(stop, "tool_use");
   }
+}
+
+// With the grammar on (the default), the same model writes the required property the first time:
+// the call is valid and nothing is retried.
+TEST(ServeToolValidation, UnderTheGrammarTheRequiredPropertyIsWrittenAtOnce) {
+  ServerProcess server;
+  auto client = server.client();
+  json request = first_request();
+  json& bash = tool_named(request, "Bash");
+  bash["input_schema"]["properties"]["timeout_ms"] = {{"type", "integer"}};
+  bash["input_schema"]["required"] = json::array({"command", "timeout_ms"});
+  const JsonResponse r = post_json(client, "/v1/messages", request);
+  ASSERT_EQ(r.status, 200) << r.text;
+  ASSERT_EQ(r.body["stop_reason"], "tool_use") << r.text;
+  const json& call = r.body["content"].back();
+  ASSERT_EQ(call["type"], "tool_use") << r.text;
+  EXPECT_TRUE(call["input"]["command"].is_string()) << call.dump();
+  EXPECT_TRUE(call["input"]["timeout_ms"].is_number_integer()) << call.dump();
+  EXPECT_EQ(metric(server, "keel_tool_calls_total{result=\"retried\"}"), 0);
+  EXPECT_EQ(metric(server, "keel_tool_calls_total{result=\"invalid\"}"), 0);
 }
 
 }  // namespace

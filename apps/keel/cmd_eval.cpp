@@ -108,7 +108,7 @@ int fidelity(const CommandArgs& argv) {
 int tools(const CommandArgs& argv) {
   Args args(argv,
             {"model", "suite", "policies", "runs", "reuse", "seed", "temperature", "max-tokens", "out", "threads",
-             "kv-rotate"},
+             "kv-rotate", "constrained"},
             {"progress"});
   // Numbers first: a bad one is refused before anything loads.
   eval::TaskOptions options;
@@ -116,6 +116,9 @@ int tools(const CommandArgs& argv) {
   options.seed = static_cast<uint64_t>(args.get_int("seed", 1, 0, LONG_MAX));
   options.temperature = args.get_double("temperature", options.temperature, 0, kMaxTemperature);
   options.max_tokens = args.get_int("max-tokens", options.max_tokens, 1, kMaxTokenCount);
+  const std::string constrained = args.get_or("constrained", "off");
+  if (constrained != "on" && constrained != "off") throw Error("--constrained must be on or off");
+  options.constrained = constrained == "on";
   auto model = load(args.require("model"), args);
   const eval::TaskSuite suite = eval::load_suite(args.require("suite"));
   const auto arms = eval::parse_policy_list(args.get_or("policies", kDefaultPolicies));
@@ -148,6 +151,7 @@ int tools(const CommandArgs& argv) {
   h.seeds = result.run_seeds;
   h.temperature = options.temperature;
   h.reuse = reuse;
+  h.constrained = constrained;
   write_reports(args, eval::tasks_markdown(h, suite, result), eval::tasks_json(h, suite, result),
                 eval::tasks_svg(h, result));
   return 0;

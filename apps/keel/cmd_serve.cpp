@@ -268,7 +268,7 @@ void wait_for_shutdown_signal(api::Server& server, std::chrono::seconds grace) {
 
 int serve_command(const CommandArgs& argv) {
   Args args(argv, {"model", "alias", "host", "port", "api-key", "threads", "context", "kv-policy", "kv-memory",
-                   "kv-rotate", "memory", "tool-call-format", "tool-retries", "queue-depth", "max-body-mb",
+                   "kv-rotate", "memory", "tool-call-format", "tool-retries", "constrained-tool-calls", "queue-depth", "max-body-mb",
                    "allow-origin", "allow-host", "api-key-file", "shutdown-grace", "parallel", "kv-disk", "kv-disk-gb",
                    "warm", "capture-requests", "kv-state-interval"});
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
@@ -298,6 +298,10 @@ int serve_command(const CommandArgs& argv) {
   // HTTP thread pool up front (a thread per waiting request), so it is bounded.
   options.port = static_cast<int>(int_flag(args, "port", 4000, 0, 65535));
   options.tool_retries = static_cast<int>(int_flag(args, "tool-retries", 2, 0, kMaxToolRetries));
+  const std::string constrained = flag_or_env(args, "constrained-tool-calls").value_or("on");
+  if (constrained != "on" && constrained != "off")
+    throw Error("--constrained-tool-calls: '" + constrained + "' is neither on nor off");
+  options.constrained_tool_calls = constrained == "on";
   options.queue_depth = static_cast<size_t>(int_flag(args, "queue-depth", 64, 1, kMaxQueueDepth));
   options.max_body_bytes = static_cast<size_t>(int_flag(args, "max-body-mb", 32, 1, kMaxBodyMiB)) << 20;
   const int threads = static_cast<int>(int_flag(args, "threads", 0, 0, kMaxThreads));

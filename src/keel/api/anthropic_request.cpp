@@ -10,7 +10,7 @@ namespace keel::api {
 
 namespace {
 
-Json convert_tools(const Json& tools, const RequestLimits& limits) {
+Json convert_tools(const Json& tools, const RequestLimits& limits, ChatRequest& request) {
   if (!tools.is_array()) reject_field("tools", "expected an array, got " + json_type_name(tools));
   check_tool_count(tools, limits);
   if (tools.empty()) return nullptr;
@@ -30,6 +30,7 @@ Json convert_tools(const Json& tools, const RequestLimits& limits) {
     Json function = {{"name", name}};
     if (description) function["description"] = *description;
     function["parameters"] = schema;
+    read_tool_strict(tool, path, name, request);
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   return out;
@@ -103,6 +104,16 @@ void read_effort(const Json& root, ChatRequest& request) {
   }
 }
 
+// Structured output: output_config.format, or the beta's top-level output_format, {"type":
+// "json_schema", "schema": {...}}. Never ignored: a schema keel cannot honour is a 400.
+void read_output_format(const Json& root, ChatRequest& request) {
+  if (const Json* config = find_field(root, "output_config"); config != nullptr && config->is_object())
+    if (const Json* format = find_field(*config, "format"); format != nullptr && !format->is_null())
+      read_json_format(*format, "output_config.format", "schema", request);
+  if (const Json* format = find_field(root, "output_format"); format != nullptr && !format->is_null())
+    read_json_format(*format, "output_format", "schema", request);
+}
+
 ChatRequest parse(std::string_view body, const RequestLimits& limits, bool max_tokens_required) {
   Json root = parse_request_object(body, limits.max_json_depth);
   ChatRequest request;
@@ -123,7 +134,7 @@ ChatRequest parse(std::string_view body, const RequestLimits& limits, bool max_t
   request.assistant_prefill = messages.back().value("role", "") == "assistant";
 
   if (const Json* tools = find_field(root, "tools"); tools != nullptr && !tools->is_null())
-    request.tools = convert_tools(*tools, limits);
+    request.tools = convert_tools(*tools, limits, request);
   if (const Json* choice = find_field(root, "tool_choice"); choice != nullptr && !choice->is_null())
     read_tool_choice(*choice, request);
 
@@ -139,6 +150,7 @@ ChatRequest parse(std::string_view body, const RequestLimits& limits, bool max_t
   if (const Json* thinking = find_field(root, "thinking"); thinking != nullptr && !thinking->is_null())
     read_thinking(*thinking, root, request);
   read_effort(root, request);
+  read_output_format(root, request);
   if (const Json* metadata = find_field(root, "metadata"); metadata != nullptr && !metadata->is_null()) {
     expect_object(*metadata, "metadata");
     request.user = optional_string(*metadata, "user_id", "metadata").value_or("");

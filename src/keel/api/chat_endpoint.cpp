@@ -132,6 +132,22 @@ ToolUse tool_use_of(ToolChoiceMode mode) {
   return ToolUse::Auto;
 }
 
+// The grammars a request's output follows: its structured-output schema, and its tools' schemas
+// in the model's call format for the tools that are constrained (the tool's strict flag, else the
+// server's default). Null when nothing is constrained.
+std::shared_ptr<const OutputGrammars> output_grammars(const ChatRequest& r, const ServerState& s) {
+  auto grammars = std::make_shared<OutputGrammars>();
+  grammars->answer = r.answer_grammar;
+  if (r.tools.is_array() && r.tool_choice != ToolChoiceMode::None) {
+    add_call_grammars(*grammars, s.model.tool_call_format().format, r.tools, [&](const std::string& name) {
+      const auto it = r.tool_strict.find(name);
+      return it != r.tool_strict.end() ? it->second : s.options.constrained_tool_calls;
+    });
+  }
+  if (!grammars->answer && !grammars->any_call && grammars->arguments.empty()) return nullptr;
+  return grammars;
+}
+
 TurnOptions turn_options(const ChatRequest& r, const ServerState& s) {
   TurnOptions o;
   o.max_tokens = r.max_tokens;
@@ -145,6 +161,7 @@ TurnOptions turn_options(const ChatRequest& r, const ServerState& s) {
   o.tool_name = r.tool_choice_name;
   o.parallel_tool_calls = r.parallel_tool_calls;
   o.tool_retries = s.options.tool_retries;
+  o.grammars = output_grammars(r, s);
   o.reasoning = s.model.reasoning().kind != toolcall::ReasoningKind::None;
   // Thinking off: a switchable template is rendered with enable_thinking false (ServedModel::prepare);
   // a model that always reasons gets a budget of 0, so its block is closed at once.

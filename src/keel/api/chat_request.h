@@ -7,6 +7,8 @@
 // copies of what it needs in TurnOptions).
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "keel/api/api_error.h"
+#include "keel/constrain/grammar.h"
 
 namespace keel::api {
 
@@ -49,6 +52,12 @@ struct ChatRequest {
   ToolChoiceMode tool_choice = ToolChoiceMode::Auto;
   std::string tool_choice_name;  // set for ToolChoiceMode::Tool
   bool parallel_tool_calls = true;
+  // Tools the client marked strict (true) or not (false); those it did not mark are absent and
+  // follow the server's --constrained-tool-calls default.
+  std::map<std::string, bool> tool_strict;
+  // Structured output (response_format, text.format, output_config.format): the answer's grammar,
+  // compiled from the client's schema. Null: free text.
+  std::shared_ptr<const constrain::Grammar> answer_grammar;
   // Anthropic: required. OpenAI: max_completion_tokens, else max_tokens, else
   // kDefaultOpenAIMaxTokens. Always in [1, RequestLimits::max_tokens_cap].
   int64_t max_tokens = kDefaultOpenAIMaxTokens;

@@ -70,16 +70,10 @@ std::vector<std::string> read_stop(const Json& stop) {
   return out;
 }
 
-// Output controls keel does not implement are refused, never silently ignored.
-void reject_unsupported_outputs(const Json& root) {
-  if (const Json* format = find_field(root, "response_format"); format != nullptr && !format->is_null()) {
-    expect_object(*format, "response_format");
-    const std::string type = require_string(*format, "type", "response_format");
-    if (type != "text")
-      reject_field("response_format.type", "\"" + type +
-                                               "\" is not supported: keel does not constrain output to JSON yet; "
-                                               "use a tool with a schema (calls are validated) or omit response_format");
-  }
+// Output controls: response_format; those keel does not implement are refused, never silently ignored.
+void read_outputs(const Json& root, ChatRequest& request) {
+  if (const Json* format = find_field(root, "response_format"); format != nullptr && !format->is_null())
+    read_json_format(*format, "response_format", "json_schema.schema", request);
   // The penalties are not applied yet: 0 (what clients send when not asked for one) is accepted,
   // any other value in OpenAI's [-2, 2] refused rather than silently ignored.
   for (const char* key : {"presence_penalty", "frequency_penalty"})
@@ -110,6 +104,10 @@ ChatRequest parse_openai_request(std::string_view body, const RequestLimits& lim
 
   if (const Json* tools = find_field(root, "tools"); tools != nullptr && !tools->is_null())
     request.tools = check_tools(*tools, limits);
+  if (request.tools.is_array())
+    for (size_t i = 0; i < request.tools.size(); ++i)
+      read_tool_strict(request.tools[i]["function"], join_path(join_path("tools", i), "function"),
+                       request.tools[i]["function"]["name"].get<std::string>(), request);
   if (const Json* choice = find_field(root, "tool_choice"); choice != nullptr && !choice->is_null())
     read_tool_choice(*choice, request);
   request.parallel_tool_calls = optional_bool(root, "parallel_tool_calls", "").value_or(true);
@@ -132,7 +130,7 @@ ChatRequest parse_openai_request(std::string_view body, const RequestLimits& lim
     request.include_usage = optional_bool(*options, "include_usage", "stream_options").value_or(false);
   }
   if (auto effort = optional_string(root, "reasoning_effort", "")) apply_reasoning_effort(*effort, request);
-  reject_unsupported_outputs(root);
+  read_outputs(root, request);
   request.user = optional_string(root, "prompt_cache_key", "").value_or(optional_string(root, "user", "").value_or(""));
   return request;
 }

@@ -1,5 +1,8 @@
 #include "keel/api/request_common.h"
 
+#include "keel/constrain/json_schema.h"
+#include "keel/engine/output_constraint.h"
+
 #include <climits>
 #include <cstdio>
 
@@ -91,6 +94,41 @@ std::optional<int64_t> reasoning_budget_for_effort(std::string_view effort) {
   if (effort == "medium") return 8192;
   if (effort == "high") return 24576;
   return std::nullopt;
+}
+
+void read_json_format(const Json& format, const std::string& path, std::string_view schema_at, ChatRequest& request) {
+  expect_object(format, path);
+  const std::string type = require_string(format, "type", path);
+  if (type == "text") return;
+  if (type == "json_object") {
+    request.answer_grammar = any_object_grammar();
+    return;
+  }
+  if (type != "json_schema")
+    reject_field(join_path(path, "type"), "expected \"text\", \"json_object\" or \"json_schema\", got \"" + type + "\"");
+  const Json* at = &format;
+  std::string where = path;
+  for (size_t begin = 0; begin < schema_at.size();) {
+    const size_t end = std::min(schema_at.find('.', begin), schema_at.size());
+    const std::string key(schema_at.substr(begin, end - begin));
+    where = join_path(where, key);
+    const Json* next = find_field(*at, key);
+    if (next == nullptr || next->is_null()) reject_field(where, "required for a json_schema format");
+    at = next;
+    begin = end + 1;
+  }
+  if (!at->is_object() && !at->is_boolean()) reject_field(where, "expected a JSON Schema object");
+  try {
+    request.answer_grammar = compile_answer_grammar(*at, where);
+  } catch (const constrain::SchemaError& e) {
+    // The message starts with the schema's path; the param names the keyword's place.
+    const std::string message = e.what();
+    reject_field(message.substr(0, message.find(':')), message.substr(std::min(message.find(':') + 2, message.size())));
+  }
+}
+
+void read_tool_strict(const Json& tool, const std::string& path, const std::string& name, ChatRequest& request) {
+  if (auto strict = optional_bool(tool, "strict", path)) request.tool_strict[name] = *strict;
 }
 
 }  // namespace keel::api

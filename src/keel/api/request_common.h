@@ -34,6 +34,17 @@ void read_openai_sampling(const Json& root, ChatRequest& request);
 // with its budget unless it is "none".
 void apply_reasoning_effort(const std::string& effort, ChatRequest& request);
 
+// Structured output. A JSON format object: {"type": "text"} (free text), {"type": "json_object"}
+// (any JSON object) or {"type": "json_schema", ...} with the schema at `schema_at` inside it
+// ("json_schema.schema" for Chat Completions, "schema" for Responses and Anthropic). Sets
+// request.answer_grammar; a schema keel cannot honour exactly is a 400 naming the keyword.
+// `path` names the object in errors ("response_format", "text.format", "output_config.format").
+void read_json_format(const Json& format, const std::string& path, std::string_view schema_at, ChatRequest& request);
+
+// A tool's own `strict` flag (OpenAI function.strict, Responses and Anthropic tool.strict), kept
+// by tool name for constrained decoding. Checks that it is a boolean.
+void read_tool_strict(const Json& tool, const std::string& path, const std::string& name, ChatRequest& request);
+
 // Rejects a tool_choice naming a tool that is not in `tools` (template format) and tool_choice
 // modes that need tools when there are none.
 void check_tool_choice_against_tools(const ChatRequest& request, const std::string& field);

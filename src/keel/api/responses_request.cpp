@@ -139,7 +139,7 @@ class InputConverter {
   std::string pending_reasoning_;
 };
 
-Json convert_tools(const Json& tools, const RequestLimits& limits) {
+Json convert_tools(const Json& tools, const RequestLimits& limits, ChatRequest& request) {
   if (!tools.is_array()) reject_field("tools", "expected an array, got " + json_type_name(tools));
   check_tool_count(tools, limits);
   if (tools.empty()) return nullptr;
@@ -161,7 +161,7 @@ Json convert_tools(const Json& tools, const RequestLimits& limits) {
       expect_object(*p, join_path(path, "parameters"));
       function["parameters"] = *p;
     }
-    optional_bool(tool, "strict", path);
+    read_tool_strict(tool, path, name, request);
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   return out;
@@ -185,8 +185,8 @@ void read_tool_choice(const Json& choice, ChatRequest& request) {
   check_tool_choice_against_tools(request, "tool_choice");
 }
 
-// What keel cannot honour is refused by name, never ignored.
-void reject_unsupported(const Json& root) {
+// What keel cannot honour is refused by name, never ignored; text.format is read.
+void read_outputs(const Json& root, ChatRequest& request) {
   for (const char* key : {"previous_response_id", "conversation"})
     if (const Json* v = find_field(root, key); v != nullptr && !v->is_null())
       reject_field(key, "keel keeps no responses to continue from; send the whole conversation as input (and store: false)");
@@ -198,14 +198,8 @@ void reject_unsupported(const Json& root) {
     reject_field("top_logprobs", "log probabilities are not supported yet; omit top_logprobs");
   if (const Json* text = find_field(root, "text"); text != nullptr && !text->is_null()) {
     expect_object(*text, "text");
-    if (const Json* format = find_field(*text, "format"); format != nullptr && !format->is_null()) {
-      expect_object(*format, "text.format");
-      const std::string type = require_string(*format, "type", "text.format");
-      if (type != "text")
-        reject_field("text.format.type", "\"" + type +
-                                             "\" is not supported: keel does not constrain output to JSON yet; "
-                                             "use a tool with a schema (calls are validated) or omit text.format");
-    }
+    if (const Json* format = find_field(*text, "format"); format != nullptr && !format->is_null())
+      read_json_format(*format, "text.format", "schema", request);
   }
   if (auto truncation = optional_string(root, "truncation", ""); truncation && *truncation != "disabled" && *truncation != "auto")
     reject_field("truncation", "expected \"disabled\" or \"auto\", got \"" + *truncation + "\"");
@@ -219,7 +213,7 @@ ChatRequest parse_responses_request(std::string_view body, const RequestLimits& 
   request.protocol = Protocol::Responses;
   request.model = require_string(root, "model", "");
   if (request.model.empty()) reject_field("model", "must not be empty");
-  reject_unsupported(root);
+  read_outputs(root, request);
 
   Json messages = Json::array();
   if (auto instructions = optional_string(root, "instructions", ""); instructions && !instructions->empty())
@@ -243,7 +237,7 @@ ChatRequest parse_responses_request(std::string_view body, const RequestLimits& 
   request.assistant_prefill = last["role"] == "assistant" && !last.contains("tool_calls");
 
   if (const Json* tools = find_field(root, "tools"); tools != nullptr && !tools->is_null())
-    request.tools = convert_tools(*tools, limits);
+    request.tools = convert_tools(*tools, limits, request);
   if (const Json* choice = find_field(root, "tool_choice"); choice != nullptr && !choice->is_null())
     read_tool_choice(*choice, request);
   request.parallel_tool_calls = optional_bool(root, "parallel_tool_calls", "").value_or(true);

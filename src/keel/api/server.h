@@ -45,6 +45,9 @@ struct ServerOptions {
   size_t queue_depth = 64;       // requests waiting for the engine before "overloaded"
   size_t parallel = 4;           // turns the scheduler runs at once (engine/scheduler.h)
   int tool_retries = 2;
+  // --constrained-tool-calls: a tool's call arguments are decoded under its schema's grammar
+  // (engine/output_constraint.h) unless the request marks the tool strict: false.
+  bool constrained_tool_calls = true;
   std::chrono::milliseconds ping_interval{5000};
   // After shutdown(): how long running turns may go on before they are cancelled.
   std::chrono::seconds shutdown_grace{10};

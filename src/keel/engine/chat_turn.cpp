@@ -38,7 +38,9 @@ class TurnRunner {
         decoder_(model.tokenizer()),
         stop_(options.stop_sequences),
         sampler_(options.sampling),
-        logits_(static_cast<size_t>(model.weights().spec.vocab_size)) {
+        logits_(static_cast<size_t>(model.weights().spec.vocab_size)),
+        constrainer_(make_output_constrainer(model, options.grammars, options.reasoning || prompt.starts_in_reasoning,
+                                             !options.tools.is_null() && options.tool_use != ToolUse::Disabled)) {
     parser_options_.format = model.tool_call_format().format;
     parser_options_.reasoning = options.reasoning;
     parser_options_.starts_in_reasoning = prompt.starts_in_reasoning;
@@ -165,9 +167,13 @@ class TurnRunner {
     result_.stats.decode_seconds = prefilled_ ? seconds_since(decode_start_) : 0.0;
     result_.stats.output_tokens = produced_;
     result_.stats.reasoning_tokens = reasoning_generated_;
+    result_.stats.constrained_tokens = constrainer_.stats().constrained_tokens;
+    result_.stats.mask_seconds = constrainer_.stats().mask_seconds;
     if (seq_) session_.finish(std::move(seq_), affinity_);
     if (result_.finish == TurnFinish::EndTurn && result_.stats.valid_calls > 0) result_.finish = TurnFinish::ToolUse;
   }
+
+  OutputPosition position() const { return {text_, answer_start_, parser_->in_reasoning()}; }
 
   bool cancelled() const { return options_.cancelled && options_.cancelled->load(std::memory_order_relaxed); }
 
@@ -190,8 +196,11 @@ class TurnRunner {
       forced_.erase(forced_.begin());
       return id;
     }
-    mask_logits(logits_, model_.ids_without_token());
+    // The processor stands for the model's own preferences (a bias, a test's script); the masks
+    // come after it, so nothing it does brings back a token without text or one a grammar refuses.
     if (options_.logits_processor) options_.logits_processor(generated_, logits_);
+    mask_logits(logits_, model_.ids_without_token());
+    constrainer_.mask(logits_, position());
     return sampler_.sample(logits_);
   }
 
@@ -247,6 +256,7 @@ class TurnRunner {
       // Tokens inside the block count, not the markers that open or close it.
       if (!forced && was_reasoning && parser_->in_reasoning()) ++reasoning_generated_;
       if (was_reasoning || parser_->in_reasoning()) answer_start_ = text_.size();
+      constrainer_.wrote(next, position());
       if (handle(events) == Handled::Rewound) continue;
       if (done_) return;
       if (produced_ >= options_.max_tokens) break;
@@ -379,10 +389,19 @@ class TurnRunner {
     decoder_.flush();
     for (int32_t id : generated_) decoder_.feed(id);
 
-    // A fresh parser replays the kept text; what it releases was sent already.
+    // A fresh parser and constrainer replay the kept tokens; what the parser releases was sent already.
     parser_ = toolcall::make_output_parser(parser_options_);
+    constrainer_ = make_output_constrainer(model_, options_.grammars, options_.reasoning || prompt_.starts_in_reasoning,
+                                           !options_.tools.is_null() && options_.tool_use != ToolUse::Disabled);
     std::vector<toolcall::ParseEvent> replay;
-    parser_->feed(text_, replay);
+    answer_start_ = 0;
+    for (size_t i = 0; i < generated_.size(); ++i) {
+      const size_t begin = i == 0 ? 0 : token_ends_[i - 1];
+      const bool was_reasoning = parser_->in_reasoning();
+      parser_->feed(std::string_view(text_).substr(begin, token_ends_[i] - begin), replay);
+      if (was_reasoning || parser_->in_reasoning()) answer_start_ = token_ends_[i];
+      constrainer_.wrote(generated_[i], {std::string_view(text_).substr(0, token_ends_[i]), answer_start_, parser_->in_reasoning()});
+    }
     size_t replayed = 0;
     for (const auto& e : replay)
       if (e.kind == toolcall::ParseEvent::Kind::Text) replayed += e.text.size();
@@ -432,6 +451,7 @@ class TurnRunner {
   StopMatcher stop_;
   Sampler sampler_;
   std::vector<float> logits_;
+  OutputConstrainer constrainer_;
 
   std::vector<int32_t> generated_;   // this turn's tokens (after rewinds: the kept ones)
   std::string text_;                 // their decoded text

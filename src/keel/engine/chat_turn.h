@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "keel/arch/transformer.h"
+#include "keel/engine/output_constraint.h"
 #include "keel/engine/sampler.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -33,6 +34,8 @@ struct TurnOptions {
   std::string tool_name;  // ToolUse::Named
   bool parallel_tool_calls = true;
   int tool_retries = 2;
+  // Grammars the output must follow (structured answer, constrained tool calls): null for none.
+  std::shared_ptr<const OutputGrammars> grammars;
   bool reasoning = false;  // split the model's reasoning block out of the text
   // At most this many reasoning tokens: then keel writes the format's end-of-reasoning marker
   // (toolcall::reasoning_closer) and the model goes on to its answer. nullopt: no limit.
@@ -44,8 +47,8 @@ struct TurnOptions {
   uint64_t cache_salt = 0;
   // Set by the client side: the turn stops before its next prefill chunk or decode step.
   const std::atomic<bool>* cancelled = nullptr;
-  // Applied to the logits before each sample, given the turn's tokens so far. A seam for logit
-  // biases and for tests that script a model's output.
+  // Applied to the logits before each sample, given the turn's tokens so far, before the masks
+  // (padding rows, grammars). A seam for logit biases and for tests that script a model's output.
   std::function<void(std::span<const int32_t> generated, std::span<float> logits)> logits_processor;
   // Called once the cached prefix is known, before prefill: how many prompt tokens it covers.
   std::function<void(int64_t reused_tokens)> on_reuse;
@@ -70,6 +73,8 @@ struct TurnStats {
   int64_t valid_calls = 0;
   int64_t invalid_calls = 0;     // still invalid after the retries: reported to the client as text
   int64_t retries = 0;
+  int64_t constrained_tokens = 0;  // sampled under a grammar (output_constraint.h)
+  double mask_seconds = 0;         // spent computing the grammars' token masks
   double prefill_seconds = 0;
   double first_token_seconds = 0;  // from the start of the turn
   double decode_seconds = 0;

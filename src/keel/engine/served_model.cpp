@@ -54,4 +54,11 @@ PreparedPrompt ServedModel::prepare(const nlohmann::ordered_json& messages, cons
   return p;
 }
 
+const constrain::Vocabulary& ServedModel::vocabulary() const {
+  std::call_once(vocabulary_once_, [&] {
+    vocabulary_ = std::make_unique<constrain::Vocabulary>(*tokenizer_, static_cast<size_t>(weights_.spec.vocab_size));
+  });
+  return *vocabulary_;
+}
+
 }  // namespace keel

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "keel/arch/transformer.h"
 #include "keel/chat/chat_renderer.h"
 #include "keel/chat/chat_roles.h"
+#include "keel/constrain/token_mask.h"
 #include "keel/engine/prompt_render.h"
 #include "keel/model/weights.h"
 #include "keel/text/tokenizer.h"
@@ -52,6 +54,9 @@ class ServedModel {
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   // Output rows no token has (ids_without_token): masked before every sample.
   const std::vector<int32_t>& ids_without_token() const { return ids_without_token_; }
+  // The tokens as the bytes they write, for constrained decoding: built on first use (a few
+  // hundred milliseconds for a 151k vocabulary), then shared.
+  const constrain::Vocabulary& vocabulary() const;
   const toolcall::ToolCallFormatInfo& tool_call_format() const { return format_; }
   std::string tool_call_format_origin() const { return format_origin_; }
   const toolcall::ReasoningControl& reasoning() const { return template_reading_.reasoning; }
@@ -80,6 +85,8 @@ class ServedModel {
   std::unique_ptr<Transformer> transformer_;
   std::optional<text::Tokenizer> tokenizer_;
   std::vector<int32_t> ids_without_token_;
+  mutable std::once_flag vocabulary_once_;
+  mutable std::unique_ptr<constrain::Vocabulary> vocabulary_;
   std::optional<chat::ChatTemplate> template_;
   toolcall::ToolCallFormatInfo format_;
   std::string format_origin_;

@@ -81,6 +81,7 @@ nlohmann::ordered_json header_json(const ReportHeader& h) {
   j["seeds"] = h.seeds;
   j["temperature"] = h.temperature;
   if (!h.reuse.empty()) j["reuse"] = h.reuse;
+  if (!h.constrained.empty()) j["constrained_tool_calls"] = h.constrained;
   j["keel_version"] = h.keel_version;
   j["machine"] = {{"cpu", h.machine.cpu_model}, {"cores", h.machine.cores}, {"simd_target", h.machine.simd_target}};
   j["command"] = h.command;
@@ -112,6 +113,7 @@ std::string header_markdown(const ReportHeader& h) {
   o << " |\n";
   if (h.mode == "tools") o << "| sampling | temperature " << h.temperature << " |\n";
   if (!h.reuse.empty()) o << "| cache reuse | " << h.reuse << " |\n";
+  if (!h.constrained.empty()) o << "| constrained tool calls | " << h.constrained << " |\n";
   o << "| keel | " << h.keel_version << " |\n";
   o << "| machine | " << markdown_cell(h.machine.cpu_model) << ", " << h.machine.cores << " threads, SIMD " << h.machine.simd_target
     << " |\n";

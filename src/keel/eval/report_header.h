@@ -40,6 +40,7 @@ struct ReportHeader {
   std::vector<uint64_t> seeds;
   double temperature = 0;
   std::string reuse;  // tools: on, off or both
+  std::string constrained;  // tools: "on" when calls were decoded under their schemas' grammars, else "off"
   std::string keel_version = KEEL_VERSION;
   MachineInfo machine;
   std::string command;  // the command line that produced the report

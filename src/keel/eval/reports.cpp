@@ -131,6 +131,7 @@ json tasks_json(const ReportHeader& header, const TaskSuite& suite, const TaskRe
                     {"empty_argument_calls", a.empty_argument_calls()},
                     {"invalid_calls", a.invalid_calls()},
                     {"retries", a.retries()},
+                    {"output_tokens", a.output_tokens()},
                     {"flips_vs_full", a.flips()},
                     {"prompt_tokens", a.prompt_tokens()},
                     {"reused_tokens", a.reused_tokens()},
@@ -142,14 +143,15 @@ json tasks_json(const ReportHeader& header, const TaskSuite& suite, const TaskRe
 std::string tasks_markdown(const ReportHeader& header, const TaskSuite& suite, const TaskResult& result) {
   std::ostringstream o;
   o << "# keel eval tools: " << model_name(header.model) << " on " << suite.name << "\n\n" << header_markdown(header) << "\n";
-  o << "| arm | KV bytes/token | pass | pass rate | empty-argument calls | invalid calls | retries | flips vs full | "
-       "prompt tokens reused |\n";
-  o << "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  o << "| arm | KV bytes/token | pass | pass rate | empty-argument calls | invalid calls | retries | tokens out | "
+       "flips vs full | prompt tokens reused |\n";
+  o << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const TaskArmResult& a : result.arms) {
     const double reused = a.prompt_tokens() ? 100.0 * static_cast<double>(a.reused_tokens()) / static_cast<double>(a.prompt_tokens()) : 0;
     o << "| " << cell(task_arm_name(a)) << " | " << fmt("%.0f", a.kv_bytes_per_token) << " | " << a.passes() << "/"
       << a.runs.size() << " | " << fmt("%.1f %%", 100 * a.pass_rate()) << " | " << a.empty_argument_calls() << " | "
-      << a.invalid_calls() << " | " << a.retries() << " | " << a.flips() << " | " << fmt("%.0f %%", reused) << " |\n";
+      << a.invalid_calls() << " | " << a.retries() << " | " << a.output_tokens() << " | " << a.flips() << " | "
+      << fmt("%.0f %%", reused) << " |\n";
   }
   o << "\n## Per case: passes / runs (flips against the full arm with the same reuse)\n\n| case |";
   for (const TaskArmResult& a : result.arms) o << " " << cell(task_arm_name(a)) << " |";

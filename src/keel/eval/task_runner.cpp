@@ -37,6 +37,7 @@ int64_t TaskArmResult::empty_argument_calls() const {
   return sum(runs, [](const CaseRun& r) { return r.empty_argument_calls; });
 }
 int64_t TaskArmResult::invalid_calls() const { return sum(runs, [](const CaseRun& r) { return r.invalid_calls; }); }
+int64_t TaskArmResult::output_tokens() const { return sum(runs, [](const CaseRun& r) { return r.output_tokens; }); }
 int64_t TaskArmResult::retries() const { return sum(runs, [](const CaseRun& r) { return r.retries; }); }
 int64_t TaskArmResult::flips() const { return sum(runs, [](const CaseRun& r) { return r.flip ? 1 : 0; }); }
 int64_t TaskArmResult::reused_tokens() const { return sum(runs, [](const CaseRun& r) { return r.reused_tokens; }); }
@@ -82,6 +83,14 @@ TaskResult run_tasks(ServedModel& model, const TaskSuite& suite, const std::vect
     result.prompt_lengths.push_back(static_cast<int64_t>(prompts.back().ids.size()));
     longest = std::max(longest, result.prompt_lengths.back());
   }
+  // Each case's call grammars, compiled once for all its runs.
+  std::vector<std::shared_ptr<const OutputGrammars>> grammars(suite.cases.size());
+  if (options.constrained)
+    for (size_t i = 0; i < suite.cases.size(); ++i) {
+      auto g = std::make_shared<OutputGrammars>();
+      add_call_grammars(*g, model.tool_call_format().format, suite.cases[i].tools, [](const std::string&) { return true; });
+      if (g->any_call || !g->arguments.empty()) grammars[i] = std::move(g);
+    }
   const int64_t context = longest + options.max_tokens + 16;
   // Room for several cases' blocks, so the long-lived cache shares and evicts as a server's would.
   const int64_t budget = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), context) *
@@ -118,6 +127,7 @@ TaskResult run_tasks(ServedModel& model, const TaskSuite& suite, const std::vect
           t.tool_use = !c.call_required ? ToolUse::Auto : c.required_tool.empty() ? ToolUse::Required : ToolUse::Named;
           t.tool_name = c.required_tool;
           t.tool_retries = options.tool_retries;
+          t.grammars = grammars[i];
           const TurnResult tr = run_turn(model, *session, prompts[i], t, [&](TurnEvent&& e) {
             if (e.kind == TurnEvent::Kind::ToolCall) {
               if (empty_arguments(e.arguments)) ++cr.empty_argument_calls;
@@ -131,6 +141,7 @@ TaskResult run_tasks(ServedModel& model, const TaskSuite& suite, const std::vect
           });
           cr.invalid_calls = tr.stats.invalid_calls;
           cr.retries = tr.stats.retries;
+          cr.output_tokens = tr.stats.output_tokens;
           cr.prompt_tokens = tr.stats.prompt_tokens;
           cr.reused_tokens = tr.stats.reused_tokens;
           const CheckOutcome check =

@@ -26,6 +26,9 @@ struct TaskOptions {
   int64_t max_tokens = 160;
   int tool_retries = 2;
   bool rotate = true;
+  // Tool calls decoded under their schemas' grammars (engine/output_constraint.h), as keel serve
+  // does with --constrained-tool-calls on.
+  bool constrained = false;
   std::function<void(const std::string&)> on_step;  // after each case
 };
 
@@ -40,6 +43,7 @@ struct CaseRun {
   int64_t empty_argument_calls = 0;
   int64_t invalid_calls = 0;
   int64_t retries = 0;
+  int64_t output_tokens = 0;      // every token generated, retried ones included
   int64_t prompt_tokens = 0;
   int64_t reused_tokens = 0;
   std::string text;               // text the model wrote besides calls
@@ -58,6 +62,7 @@ struct TaskArmResult {
   int64_t retries() const;
   int64_t flips() const;
   int64_t reused_tokens() const;
+  int64_t output_tokens() const;
   int64_t prompt_tokens() const;
   double pass_rate() const;
 };

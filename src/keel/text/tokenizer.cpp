@@ -30,6 +30,7 @@ struct Tokenizer::Impl {
   AddedTokenMatcher normalized_added;  // matched after normalization
   std::vector<std::string> id_to_token;
   std::vector<bool> special;
+  std::vector<bool> added;
   std::unordered_map<std::string, int32_t> added_by_content;
 
   void encode_text(const std::string& text, bool at_text_start, std::vector<int32_t>& ids) const {
@@ -82,10 +83,12 @@ std::shared_ptr<Tokenizer::Impl> build(const jf::Json& root, const std::string& 
   for (const auto& t : added) max_id = std::max<int64_t>(max_id, t.id);
   impl->id_to_token.resize(static_cast<size_t>(max_id + 1));
   impl->special.resize(static_cast<size_t>(max_id + 1), false);
+  impl->added.resize(static_cast<size_t>(max_id + 1), false);
   for (const auto& [token, id] : impl->model.vocab()) impl->id_to_token[static_cast<size_t>(id)] = token;
 
   for (const auto& t : added) {
     impl->special[static_cast<size_t>(t.id)] = t.special;
+    impl->added[static_cast<size_t>(t.id)] = true;
     impl->added_by_content[t.content] = t.id;
     if (t.normalized && impl->normalizer) {
       // Hugging Face stores and decodes such a token in its normalized form ("▁[x]" for "[x]"
@@ -232,6 +235,10 @@ const std::string& Tokenizer::token_text(int32_t id) const {
 
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < impl_->special.size() && impl_->special[static_cast<size_t>(id)];
+}
+
+bool Tokenizer::is_added(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < impl_->added.size() && impl_->added[static_cast<size_t>(id)];
 }
 
 size_t Tokenizer::vocab_size() const { return impl_->id_to_token.size(); }

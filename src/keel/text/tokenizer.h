@@ -55,6 +55,8 @@ class Tokenizer {
   // normalized form for a token matched after normalization, as Hugging Face stores it).
   const std::string& token_text(int32_t id) const;
   bool is_special(int32_t id) const;
+  // One of tokenizer.json's added tokens, special or not (Qwen2.5's <tool_call> is not special).
+  bool is_added(int32_t id) const;
   // One more than the largest id in the vocabulary and added tokens.
   size_t vocab_size() const;
 

@@ -1,0 +1,103 @@
+// Fuzz target: the JSON Schema compiler and the byte matcher (keel/constrain). The input is a
+// schema on its first line and bytes after it; a first line that is not JSON leaves a fixed schema
+// in force, and the whole input becomes the bytes. The compiler must either refuse the schema with
+// a SchemaError or build a grammar; the matcher then reads the bytes twice:
+//   - as they are: whatever it accepts as complete must parse as JSON;
+//   - as choices: each byte picks one of the bytes the state allows, so the walk goes deep into
+//     the grammar; no state it reaches may be a dead end (nothing allowed and not complete).
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "keel/constrain/json_schema.h"
+#include "keel/constrain/matcher.h"
+#include "keel/toolcall/json_scan.h"
+
+namespace {
+
+using nlohmann::ordered_json;
+using namespace keel::constrain;
+
+const ordered_json& fixed_schema() {
+  static const ordered_json schema = ordered_json::parse(R"({"type":"object","properties":{
+    "path":{"type":"string"},"line":{"type":"integer"},"mode":{"enum":["a","b",3,null]},
+    "ratio":{"type":["number","null"]},"tags":{"type":"array","items":{"type":"string"},"maxItems":3},
+    "opts":{"$ref":"#/$defs/opts"}},"required":["path"],
+    "$defs":{"opts":{"type":"object","properties":{"x":{"type":"boolean"},"next":{"$ref":"#/$defs/opts"}}}}})");
+  return schema;
+}
+
+// Parses only what the nesting-limited scanner accepts (nlohmann's destructor recurses).
+bool parse_limited(std::string_view text, ordered_json& out) {
+  const auto scan = keel::toolcall::scan_json_value(text, 0);
+  if (scan.status != keel::toolcall::JsonScan::Status::Complete) return false;
+  try {
+    out = ordered_json::parse(text.substr(0, scan.end));
+    return true;
+  } catch (const ordered_json::exception&) {
+    return false;
+  }
+}
+
+void check_complete_parses(const std::string& text) {
+  try {
+    (void)ordered_json::parse(text);
+  } catch (const ordered_json::exception&) {
+    std::abort();  // the grammar accepted text that is not JSON
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const size_t newline = input.find('\n');
+  ordered_json schema = fixed_schema();
+  std::string_view bytes = input;
+  if (newline != std::string_view::npos) {
+    ordered_json parsed;
+    if (parse_limited(input.substr(0, newline), parsed)) {
+      schema = std::move(parsed);
+      bytes = input.substr(newline + 1);
+    }
+  }
+  Grammar grammar;
+  try {
+    grammar = compile_json_schema(schema);
+  } catch (const SchemaError&) {
+    return 0;
+  }
+  const Matcher matcher(grammar);
+
+  MatchState state = matcher.start();
+  std::string text;
+  for (char c : bytes) {
+    if (!matcher.advance(state, static_cast<uint8_t>(c))) break;
+    text.push_back(c);
+    if (matcher.accepting(state)) check_complete_parses(text);
+  }
+
+  state = matcher.start();
+  text.clear();
+  for (char c : bytes) {
+    std::vector<uint8_t> allowed;
+    for (int b = 0; b < 256; ++b) {
+      MatchState next = state;
+      if (matcher.advance(next, static_cast<uint8_t>(b))) allowed.push_back(static_cast<uint8_t>(b));
+    }
+    if (allowed.empty()) {
+      if (!matcher.accepting(state)) std::abort();  // a dead end
+      break;
+    }
+    const uint8_t b = allowed[static_cast<uint8_t>(c) % allowed.size()];
+    matcher.advance(state, b);
+    text.push_back(static_cast<char>(b));
+  }
+  if (matcher.accepting(state)) check_complete_parses(text);
+  return 0;
+}

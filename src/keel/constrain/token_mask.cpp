@@ -1,0 +1,189 @@
+#include "keel/constrain/token_mask.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "keel/util/error.h"
+
+namespace keel::constrain {
+namespace {
+
+constexpr uint32_t kSharedOwner = 0x80000000u;
+// Past this many tokens to check against the whole stack, one trie walk is cheaper.
+constexpr size_t kMostTokensCheckedOneByOne = 2048;
+
+FrameKey key_of(const Matcher& matcher, const Frame& frame) {
+  const GrammarNode& node = matcher.grammar().nodes[frame.node];
+  if (matcher.shared_behaviour(frame)) return {kSharedOwner | static_cast<uint32_t>(node.kind), frame.state, 0};
+  uint64_t extra = frame.extra;
+  if (node.kind == NodeKind::Array) {
+    // Only comparisons with minItems and maxItems depend on the count: past both it stops mattering.
+    const uint64_t bound = std::max<uint64_t>(node.min_items, node.max_items == UINT32_MAX ? 0 : node.max_items);
+    extra = std::min(extra, bound);
+  }
+  return {frame.node, frame.state, extra};
+}
+
+}  // namespace
+
+TokenSet& TokenSet::operator|=(const TokenSet& other) {
+  for (size_t i = 0; i < words_.size(); ++i) words_[i] |= other.words_[i];
+  return *this;
+}
+
+size_t TokenSet::count() const {
+  size_t n = 0;
+  for (uint64_t w : words_) n += static_cast<size_t>(std::popcount(w));
+  return n;
+}
+
+Vocabulary::Vocabulary(const text::Tokenizer& tokenizer, size_t rows) : bytes_(rows) {
+  const size_t known = std::min(rows, tokenizer.vocab_size());
+  for (size_t id = 0; id < known; ++id) {
+    const auto token = static_cast<int32_t>(id);
+    if (tokenizer.is_added(token)) continue;  // markup (<tool_call>, <|im_end|>), never value text
+    std::string text;
+    try {
+      // Mid-output, as a token after others: no leading-space stripping of the first token.
+      text::Decoder::State state;
+      state.first_token = false;
+      state.past_start = true;
+      text = tokenizer.decode_token_bytes(token, state);
+    } catch (const Error&) {
+      continue;  // a hole in the vocabulary
+    }
+    if (text.empty()) continue;
+    bytes_[id] = std::move(text);
+    sorted_.push_back(token);
+  }
+  std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) {
+    return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
+  });
+  build(0, sorted_.size(), 0);
+}
+
+uint32_t Vocabulary::build(size_t begin, size_t end, size_t depth) {
+  const auto index = static_cast<uint32_t>(nodes_.size());
+  nodes_.push_back({0, 0, static_cast<uint32_t>(begin), static_cast<uint32_t>(end), 0});
+  max_depth_ = std::max(max_depth_, depth);
+  size_t i = begin;
+  while (i < end && bytes_[static_cast<size_t>(sorted_[i])].size() == depth) ++i;
+  nodes_[index].ending = static_cast<uint32_t>(i - begin);
+  std::vector<std::pair<uint8_t, std::pair<size_t, size_t>>> groups;
+  for (; i < end; ++i) {
+    const auto byte = static_cast<uint8_t>(bytes_[static_cast<size_t>(sorted_[i])][depth]);
+    if (groups.empty() || groups.back().first != byte) groups.push_back({byte, {i, i}});
+    groups.back().second.second = i + 1;
+  }
+  const auto first = static_cast<uint32_t>(edges_.size());
+  nodes_[index].first_edge = first;
+  nodes_[index].edge_count = static_cast<uint32_t>(groups.size());
+  edges_.resize(edges_.size() + groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const uint32_t child = build(groups[g].second.first, groups[g].second.second, depth + 1);
+    edges_[first + g] = {groups[g].first, child};
+  }
+  return index;
+}
+
+void Vocabulary::walk(const Matcher& matcher, uint32_t node, const std::vector<Stack>& stacks, FrameMask& mask,
+                      size_t depth, std::vector<std::vector<Stack>>& levels, bool top_only) const {
+  const Node n = nodes_[node];
+  for (uint32_t e = n.first_edge; e < n.first_edge + n.edge_count; ++e) {
+    const auto [byte, child] = edges_[e];
+    const Node& c = nodes_[child];
+    std::vector<Stack>& next = levels[depth];
+    next.clear();
+    bool needs_parent = false;
+    for (const Stack& stack : stacks) {
+      if (top_only && stack.empty()) needs_parent = true;  // the frame has closed: what follows is its parent's
+      else matcher.feed(stack, byte, next, top_only ? &needs_parent : nullptr);
+      if (needs_parent) break;
+    }
+    if (needs_parent) {
+      for (uint32_t i = c.begin; i < c.end; ++i) mask.uncertain.push_back(sorted_[i]);
+      continue;
+    }
+    if (next.empty()) continue;
+    if (next.size() > 1) {
+      std::sort(next.begin(), next.end());
+      next.erase(std::unique(next.begin(), next.end()), next.end());
+    }
+    for (uint32_t i = c.begin; i < c.begin + c.ending; ++i) mask.taken.set(sorted_[i]);
+    if (c.edge_count > 0) walk(matcher, child, next, mask, depth + 1, levels, top_only);
+  }
+}
+
+FrameMask Vocabulary::compute_frame_mask(const Matcher& matcher, const Frame& frame) const {
+  FrameMask mask{TokenSet(rows()), {}};
+  std::vector<std::vector<Stack>> levels(max_depth_ + 1);  // one per byte of the longest token
+  walk(matcher, 0, {Stack{frame}}, mask, 0, levels, true);
+  return mask;
+}
+
+TokenSet Vocabulary::compute_stack_mask(const Matcher& matcher, const Stack& stack) const {
+  FrameMask mask{TokenSet(rows()), {}};
+  std::vector<std::vector<Stack>> levels(max_depth_ + 1);
+  walk(matcher, 0, {stack}, mask, 0, levels, false);
+  return std::move(mask.taken);
+}
+
+const FrameMask& Vocabulary::frame_mask(const Matcher& matcher, const Frame& frame) const {
+  const FrameKey key = key_of(matcher, frame);
+  std::lock_guard lock(mutex_);
+  auto& slot = shared_[key];
+  if (!slot) slot = std::make_unique<FrameMask>(compute_frame_mask(matcher, frame));
+  return *slot;
+}
+
+TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> grammar, const Vocabulary& vocabulary, bool open_end)
+    : grammar_(std::move(grammar)), vocabulary_(&vocabulary), matcher_(*grammar_, open_end), state_(matcher_.start()) {}
+
+const FrameMask& TokenConstraint::mask_of(const Frame& frame) {
+  if (matcher_.shared_behaviour(frame)) return vocabulary_->frame_mask(matcher_, frame);
+  auto& slot = own_[key_of(matcher_, frame)];
+  if (!slot) slot = std::make_unique<FrameMask>(vocabulary_->compute_frame_mask(matcher_, frame));
+  return *slot;
+}
+
+bool TokenConstraint::takes(const Stack& stack, std::string_view bytes) const {
+  MatchState state{{stack}};
+  return matcher_.advance(state, bytes);
+}
+
+void TokenConstraint::allowed(TokenSet& out) {
+  out.clear();
+  for (const Stack& stack : state_.stacks) {
+    if (stack.empty()) continue;  // complete: no more bytes on this path
+    const FrameMask& mask = mask_of(stack.back());
+    out |= mask.taken;
+    if (mask.uncertain.size() > kMostTokensCheckedOneByOne) {
+      // A frame that ends where anything else begins (whitespace, a number) leaves nearly every
+      // token to the frames below: walking the trie with the whole stack prunes them by prefix.
+      out |= vocabulary_->compute_stack_mask(matcher_, stack);
+      continue;
+    }
+    for (int32_t id : mask.uncertain)
+      if (!out.test(id) && takes(stack, vocabulary_->bytes(id))) out.set(id);
+  }
+}
+
+bool TokenConstraint::accept(int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= vocabulary_->rows()) return accept_bytes({});
+  const std::string_view bytes = vocabulary_->bytes(id);
+  if (bytes.empty()) {
+    state_.stacks.clear();  // a token the grammar never offers
+    return false;
+  }
+  return accept_bytes(bytes);
+}
+
+bool TokenConstraint::accept_bytes(std::string_view bytes) {
+  if (bytes.empty()) {
+    state_.stacks.clear();
+    return false;
+  }
+  return matcher_.advance(state_, bytes);
+}
+
+}  // namespace keel::constrain
