@@ -3,10 +3,11 @@
 // in force, and the whole input becomes the bytes. The compiler must either refuse the schema with
 // a SchemaError or build a grammar; the matcher then reads the bytes twice:
 //   - as they are: whatever it accepts as complete must parse as JSON;
-//   - as choices: each byte picks one of the bytes the state allows, so the walk goes deep into
-//     the grammar; no state it reaches may be a dead end (nothing allowed and not complete).
+//   - as choices: each byte picks a byte the state allows, so the walk goes deep into the grammar;
+//     no state it reaches may be a dead end (nothing allowed and not complete).
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "keel/constrain/json_schema.h"
 #include "keel/constrain/matcher.h"
 #include "keel/toolcall/json_scan.h"
+#include "limited_json.h"
 
 namespace {
 
@@ -32,17 +34,6 @@ const ordered_json& fixed_schema() {
   return schema;
 }
 
-// Parses only what the nesting-limited scanner accepts (nlohmann's destructor recurses).
-bool parse_limited(std::string_view text, ordered_json& out) {
-  const auto scan = keel::toolcall::scan_json_value(text, 0);
-  if (scan.status != keel::toolcall::JsonScan::Status::Complete) return false;
-  try {
-    out = ordered_json::parse(text.substr(0, scan.end));
-    return true;
-  } catch (const ordered_json::exception&) {
-    return false;
-  }
-}
 
 void check_complete_parses(const std::string& text) {
   try {
@@ -61,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes = input;
   if (newline != std::string_view::npos) {
     ordered_json parsed;
-    if (parse_limited(input.substr(0, newline), parsed)) {
+    if (keel::fuzz::parse_limited(input.substr(0, newline), parsed)) {
       schema = std::move(parsed);
       bytes = input.substr(newline + 1);
     }
@@ -82,21 +73,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (matcher.accepting(state)) check_complete_parses(text);
   }
 
+  // Each input byte picks the first byte at or after it (cyclically) that the state allows: cheap
+  // where much is allowed (inside a string), a full scan only where little is.
   state = matcher.start();
   text.clear();
-  for (char c : bytes) {
-    std::vector<uint8_t> allowed;
-    for (int b = 0; b < 256; ++b) {
+  for (char c : bytes.substr(0, std::min<size_t>(bytes.size(), 96))) {
+    bool found = false;
+    for (int k = 0; k < 256 && !found; ++k) {
+      const auto b = static_cast<uint8_t>(static_cast<uint8_t>(c) + k);
       MatchState next = state;
-      if (matcher.advance(next, static_cast<uint8_t>(b))) allowed.push_back(static_cast<uint8_t>(b));
+      if (matcher.advance(next, b)) {
+        state = std::move(next);
+        text.push_back(static_cast<char>(b));
+        found = true;
+      }
     }
-    if (allowed.empty()) {
+    if (!found) {
       if (!matcher.accepting(state)) std::abort();  // a dead end
       break;
     }
-    const uint8_t b = allowed[static_cast<uint8_t>(c) % allowed.size()];
-    matcher.advance(state, b);
-    text.push_back(static_cast<char>(b));
   }
   if (matcher.accepting(state)) check_complete_parses(text);
   return 0;

@@ -10,6 +10,7 @@
 
 #include "keel/toolcall/json_scan.h"
 #include "keel/toolcall/schema_check.h"
+#include "limited_json.h"
 
 namespace {
 
@@ -25,18 +26,6 @@ const ordered_json& fixed_tools() {
   return tools;
 }
 
-// Parses only what the nesting-limited scanner accepts, so the fuzzer cannot build values deep
-// enough to exhaust the stack in nlohmann's recursive destructor.
-bool parse_limited(std::string_view text, ordered_json& out) {
-  const auto scan = keel::toolcall::scan_json_value(text, 0);
-  if (scan.status != keel::toolcall::JsonScan::Status::Complete) return false;
-  try {
-    out = ordered_json::parse(text.substr(0, scan.end));
-    return true;
-  } catch (const ordered_json::exception&) {
-    return false;
-  }
-}
 
 void check(const keel::toolcall::ParsedCall& call, const ordered_json& tools) {
   const auto result = keel::toolcall::check_tool_call(call, tools);
@@ -49,7 +38,7 @@ void check(const keel::toolcall::ParsedCall& call, const ordered_json& tools) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   ordered_json doc;
-  if (parse_limited(input, doc) && doc.is_object() && doc.contains("call") && doc["call"].is_object()) {
+  if (keel::fuzz::parse_limited(input, doc) && doc.is_object() && doc.contains("call") && doc["call"].is_object()) {
     keel::toolcall::ParsedCall call;
     const ordered_json& c = doc["call"];
     if (c.contains("name") && c["name"].is_string()) call.name = c["name"].get<std::string>();
@@ -62,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     keel::toolcall::ParsedCall call;
     call.name = "Edit";
     call.arguments_are_strings = strings;
-    if (!parse_limited(input, call.arguments)) call.problem = "arguments are not valid JSON";
+    if (!keel::fuzz::parse_limited(input, call.arguments)) call.problem = "arguments are not valid JSON";
     check(call, fixed_tools());
   }
   return 0;

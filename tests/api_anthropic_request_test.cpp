@@ -243,6 +243,26 @@ struct BadCase {
   std::string message;
 };
 
+// Structured output (output_config.format, or the beta's output_format) is the answer's grammar,
+// never ignored; a tool's strict flag is kept by name.
+TEST(ApiAnthropicRequest, OutputFormatIsTheAnswersGrammarAndStrictToolsAreKept) {
+  const std::string msgs = R"([{"role":"user","content":"x"}])";
+  const std::string schema = R"({"type":"object","properties":{"title":{"type":"string"}},"required":["title"],"additionalProperties":false})";
+  EXPECT_NE(parse(body(msgs, R"("output_config":{"format":{"type":"json_schema","schema":)" + schema + "}}")).answer_grammar, nullptr);
+  EXPECT_NE(parse(body(msgs, R"("output_format":{"type":"json_schema","schema":)" + schema + "}")).answer_grammar, nullptr);
+  EXPECT_EQ(parse(body(msgs, R"("output_config":{"effort":"low"})")).answer_grammar, nullptr);
+  try {
+    parse(body(msgs, R"("output_config":{"format":{"type":"json_schema","schema":{"type":"string","pattern":"^a"}}})"));
+    ADD_FAILURE() << "a pattern the grammar does not enforce was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "output_config.format.schema.pattern") << e.what();
+  }
+  const ChatRequest tools = parse(body(msgs, R"("tools":[{"name":"a","input_schema":{"type":"object"},"strict":true},
+      {"name":"b","input_schema":{"type":"object"}}])"));
+  EXPECT_EQ(tools.tool_strict.at("a"), true);
+  EXPECT_FALSE(tools.tool_strict.contains("b"));
+}
+
 }  // namespace
 
 TEST(ApiAnthropicRequest, EachMalformedRequestIsA400NamingTheField) {

@@ -139,7 +139,11 @@ TEST(ApiResponsesRequest, WhatKeelCannotHonourIsRefusedByName) {
   EXPECT_EQ(refused_param(previous), "previous_response_id");
   Json schema = request("hi");
   schema["text"] = {{"format", {{"type", "json_schema"}, {"name", "x"}, {"schema", Json::object()}}}};
-  EXPECT_EQ(refused_param(schema), "text.format.type");
+  EXPECT_EQ(refused_param(schema), "");
+  schema["text"]["format"]["schema"] = {{"type", "object"}, {"patternProperties", Json::object()}};
+  EXPECT_EQ(refused_param(schema), "text.format.schema.patternProperties");
+  schema["text"]["format"].erase("schema");
+  EXPECT_EQ(refused_param(schema), "text.format.schema");
   Json verbosity = request("hi");
   verbosity["text"] = {{"verbosity", "low"}, {"format", {{"type", "text"}}}};
   EXPECT_EQ(refused_param(verbosity), "");

@@ -51,6 +51,7 @@ TEST_F(ClientSdk, AnthropicMessagesCreateWithTool) { run_case("anthropic_sdk.cjs
 TEST_F(ClientSdk, AnthropicMessagesCreateStreamWithTool) { run_case("anthropic_sdk.cjs", "messages_create_stream"); }
 TEST_F(ClientSdk, AnthropicMessagesStreamHelperWithTool) { run_case("anthropic_sdk.cjs", "messages_stream"); }
 TEST_F(ClientSdk, AnthropicCountTokens) { run_case("anthropic_sdk.cjs", "count_tokens"); }
+TEST_F(ClientSdk, AnthropicStructuredOutputParsed) { run_case("anthropic_sdk.cjs", "messages_parse_output_format"); }
 TEST_F(ClientSdk, AnthropicModelsList) { run_case("anthropic_sdk.cjs", "models_list"); }
 TEST_F(ClientSdk, AnthropicModelsRetrieve) { run_case("anthropic_sdk.cjs", "models_retrieve"); }
 
@@ -61,6 +62,10 @@ TEST_F(ClientSdk, OpenAIChatNamedToolIsCalled) { run_case("openai_sdk.cjs", "cha
 TEST_F(ClientSdk, OpenAIResponsesCreateWithToolRoundTrip) { run_case("openai_sdk.cjs", "responses_create"); }
 TEST_F(ClientSdk, OpenAIResponsesStreamHelperWithTool) { run_case("openai_sdk.cjs", "responses_stream"); }
 TEST_F(ClientSdk, OpenAIResponsesErrorsInOpenAIShape) { run_case("openai_sdk.cjs", "responses_errors"); }
+TEST_F(ClientSdk, OpenAIChatParseJsonSchema) { run_case("openai_sdk.cjs", "chat_parse_json_schema"); }
+TEST_F(ClientSdk, OpenAIChatStreamJsonSchemaAndJsonObject) { run_case("openai_sdk.cjs", "chat_stream_json_schema"); }
+TEST_F(ClientSdk, OpenAIResponsesParseJsonSchema) { run_case("openai_sdk.cjs", "responses_parse_json_schema"); }
+TEST_F(ClientSdk, OpenAIJsonSchemaTheGrammarCannotHonourIsRefused) { run_case("openai_sdk.cjs", "chat_json_schema_refused"); }
 TEST_F(ClientSdk, OpenAIModelsList) { run_case("openai_sdk.cjs", "models_list"); }
 TEST_F(ClientSdk, OpenAIModelsRetrieve) { run_case("openai_sdk.cjs", "models_retrieve"); }
 

@@ -42,6 +42,22 @@ ParsedCall call(const std::string& name, const std::string& args_json, bool stri
   return c;
 }
 
+// opencode's bash timeout: {"type": "integer", "exclusiveMinimum": 0}; draft 4 wrote the same as
+// {"minimum": 0, "exclusiveMinimum": true}.
+TEST(ToolcallSchemaCheck, ExclusiveBoundsExcludeTheBound) {
+  const ordered_json t = ordered_json::parse(R"([
+    {"name": "New", "input_schema": {"type": "object", "properties": {"timeout": {"type": "integer", "exclusiveMinimum": 0},
+      "ratio": {"type": "number", "exclusiveMaximum": 1}}}},
+    {"name": "Old", "input_schema": {"type": "object", "properties": {"timeout": {"type": "integer", "minimum": 0,
+      "exclusiveMinimum": true}}}}])");
+  EXPECT_TRUE(check_tool_call(call("New", R"({"timeout": 1, "ratio": 0.5})"), t).valid);
+  EXPECT_FALSE(check_tool_call(call("New", R"({"timeout": 0})"), t).valid);
+  EXPECT_FALSE(check_tool_call(call("New", R"({"timeout": -1})"), t).valid);
+  EXPECT_NE(check_tool_call(call("New", R"({"ratio": 1})"), t).reason.find("exclusive maximum"), std::string::npos);
+  EXPECT_TRUE(check_tool_call(call("Old", R"({"timeout": 5})"), t).valid);
+  EXPECT_FALSE(check_tool_call(call("Old", R"({"timeout": 0})"), t).valid);
+}
+
 TEST(ToolcallSchemaCheck, ValidCallPassesUnchanged) {
   auto r = check_tool_call(call("Bash", R"({"command": "ls", "timeout": 5})"), tools());
   EXPECT_TRUE(r.valid) << r.reason;

@@ -67,7 +67,25 @@ function checkToolMessage(m) {
   return `${call.name} ${JSON.stringify(call.input)}, usage ${JSON.stringify(m.usage)}`;
 }
 
+const { WEATHER_SCHEMA, checkWeather } = require('./weather_schema.cjs');
+
 const cases = {
+  // output_config.format through the SDK's parse() and stream(): parsed_output is the object.
+  async messages_parse_output_format() {
+    const { jsonSchemaOutputFormat } = require('@anthropic-ai/sdk/helpers/json-schema');
+    const params = {
+      model: MODEL, max_tokens: 120, temperature: 0,
+      messages: [{ role: 'user', content: 'What is the weather in Paris? Answer as JSON.' }],
+      output_config: { format: jsonSchemaOutputFormat(WEATHER_SCHEMA) },
+    };
+    const m = await client.messages.parse(params);
+    checkWeather(m.parsed_output, 'parsed_output');
+    check(m.stop_reason === 'end_turn', 'stop_reason end_turn, got ' + m.stop_reason);
+    const streamed = await client.messages.stream(params).finalMessage();
+    checkWeather(streamed.parsed_output, 'streamed parsed_output');
+    return m.content[0].text;
+  },
+
   async messages_create() {
     const m = await client.messages.create(REQUEST);
     return checkToolMessage(m);

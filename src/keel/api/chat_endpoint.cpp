@@ -17,6 +17,7 @@
 #include "keel/api/server_state.h"
 #include "keel/api/sse_writer.h"
 #include "keel/engine/chat_turn.h"
+#include "keel/engine/output_constraint.h"
 #include "keel/engine/scheduler.h"
 #include "keel/engine/sampler.h"
 #include "keel/engine/served_model.h"

@@ -17,7 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "keel/api/api_error.h"
-#include "keel/constrain/grammar.h"
+
+namespace keel::constrain {
+struct Grammar;
+}
 
 namespace keel::api {
 

@@ -53,12 +53,14 @@ enum class NodeKind : uint8_t {
   Array,       // a JSON array
   Choice,      // any one of `children` (anyOf, oneOf, a type list); never a frame of its own
   Sequence,    // `children` one after another
-  Whitespace,  // up to kMaxWhitespace bytes of JSON whitespace
+  Whitespace,  // optional JSON whitespace, as between two JSON tokens (kMaxIndent)
 };
 
-// Whitespace runs are bounded so that a model cannot loop on blank space: enough for a newline and
-// the indentation of a pretty-printed document a few levels deep.
-inline constexpr uint32_t kMaxWhitespace = 24;
+// Whitespace between JSON tokens is what JSON writers produce: nothing, one space, or a newline
+// and up to kMaxIndent spaces or tabs of indentation. A model cannot spend its tokens on blank
+// space (Qwen's vocabulary has single tokens of 24 spaces), and a pretty-printed document a few
+// levels deep still fits.
+inline constexpr uint32_t kMaxIndent = 20;
 // Digits of an integer part, a fraction or an exponent: past these a number must end.
 inline constexpr uint32_t kMaxIntegerDigits = 18;  // every such integer fits in 64 bits
 inline constexpr uint32_t kMaxFractionDigits = 20;

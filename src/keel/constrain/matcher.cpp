@@ -11,15 +11,24 @@ bool is_space(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r
 bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
 bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
 
-// Object frames: phase in bits 0-3, whitespace run in bits 4-8, the rest (`sub`) in bits 9-31:
+// Object frames: phase in bits 0-3, whitespace (space_step) in bits 4-8, the rest (`sub`) in bits 9-31:
 // the key trie's node while a declared name is being written, else the property whose key or
 // value comes next (kAdditional: an undeclared key's).
 enum ObjectPhase : uint32_t { kOpen, kFirstKey, kInKey, kAfterKey, kBeforeValue, kAfterValue, kNextKey };
-// Array frames: phase in bits 0-3 and the whitespace run in bits 4-8; the items begun in `extra`.
+// Array frames: phase in bits 0-3 and the whitespace in bits 4-8; the items begun in `extra`.
 enum ArrayPhase : uint32_t { kArrayOpen, kFirstItem, kAfterItem, kNextItem };
 // Number frames: phase in bits 0-3, digits of the current part in bits 4-11.
 enum NumberPhase : uint32_t { kStart, kMinus, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };
 constexpr uint32_t kAdditional = (1u << 23) - 1;
+
+// Whitespace between JSON tokens (grammar.h): 0 none yet, 1 one space (no more), 2 + n a newline
+// and n indentation bytes. Returns the next state, or kNoSpace when `b` cannot continue it.
+constexpr uint32_t kNoSpace = UINT32_MAX;
+uint32_t space_step(uint32_t state, uint8_t b) {
+  if (state == 0) return b == ' ' ? 1 : b == '\n' ? 2 : kNoSpace;
+  if (state >= 2 && (b == ' ' || b == '\t') && state - 2 < kMaxIndent) return state + 1;
+  return kNoSpace;
+}
 
 uint32_t phase(uint32_t state) { return state & 0xF; }
 uint32_t spaces(uint32_t state) { return (state >> 4) & 0x1F; }
@@ -100,6 +109,15 @@ bool Matcher::key_live(const GrammarNode& node, uint32_t trie_node, uint64_t see
   return node.additional != ByteTrie::kNone || (node.trie.node(trie_node).below & ~seen) != 0;
 }
 
+// Whitespace between an object's or array's tokens: the phase and `sub` stay, the whitespace
+// state moves on (or the byte is refused).
+Matcher::Step Matcher::take_space(Frame& f, uint8_t b) {
+  const uint32_t next = space_step(spaces(f.state), b);
+  if (next == kNoSpace) return {Step::Refuse};
+  f.state = make(phase(f.state), sub(f.state), next);
+  return {Step::Consumed};
+}
+
 Matcher::Step Matcher::consume(Frame& f, uint8_t b) const {
   const GrammarNode& node = grammar_->nodes[f.node];
   using K = Step::Kind;
@@ -168,8 +186,8 @@ Matcher::Step Matcher::consume(Frame& f, uint8_t b) const {
       return {K::Refuse};
     }
     case NodeKind::Whitespace:
-      if (is_space(b) && f.state < kMaxWhitespace) {
-        ++f.state;
+      if (const uint32_t next = space_step(f.state, b); next != kNoSpace) {
+        f.state = next;
         return {K::Consumed};
       }
       return {K::Pass};
@@ -183,11 +201,7 @@ Matcher::Step Matcher::consume(Frame& f, uint8_t b) const {
       const uint32_t p = phase(f.state);
       const uint32_t s = sub(f.state);
       // Whitespace where JSON allows it, up to the bound.
-      if (p != kOpen && p != kInKey && is_space(b)) {
-        if (spaces(f.state) >= kMaxWhitespace) return {K::Refuse};
-        f.state = make(p, s, spaces(f.state) + 1);
-        return {K::Consumed};
-      }
+      if (p != kOpen && p != kInKey && is_space(b)) return take_space(f, b);
       const bool complete = (node.required & ~f.extra) == 0;
       switch (p) {
         case kOpen:
@@ -243,11 +257,7 @@ Matcher::Step Matcher::consume(Frame& f, uint8_t b) const {
     }
     case NodeKind::Array: {
       const uint32_t p = phase(f.state);
-      if (p != kArrayOpen && is_space(b)) {
-        if (spaces(f.state) >= kMaxWhitespace) return {K::Refuse};
-        f.state = make(p, 0, spaces(f.state) + 1);
-        return {K::Consumed};
-      }
+      if (p != kArrayOpen && is_space(b)) return take_space(f, b);
       switch (p) {
         case kArrayOpen:
           if (b != '[') return {K::Refuse};

@@ -72,6 +72,7 @@ class Matcher {
  private:
   struct Step;
   Step consume(Frame& frame, uint8_t byte) const;
+  static Step take_space(Frame& frame, uint8_t byte);
   void push(Stack stack, uint32_t node, uint32_t state, uint8_t byte, std::vector<Stack>& out, bool* needs_parent,
             int depth) const;
   void feed_at(Stack stack, uint8_t byte, std::vector<Stack>& out, bool* needs_parent, int depth) const;

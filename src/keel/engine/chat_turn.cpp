@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 
+#include "keel/engine/output_constraint.h"
 #include "keel/text/stream_decoder.h"
 #include "keel/toolcall/output_syntax.h"
 #include "keel/toolcall/schema_check.h"

@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "keel/arch/transformer.h"
-#include "keel/engine/output_constraint.h"
 #include "keel/engine/sampler.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -21,6 +20,8 @@
 #include "keel/toolcall/tool_call_parser.h"
 
 namespace keel {
+
+struct OutputGrammars;  // engine/output_constraint.h
 
 // What the request allows or demands of tool calls (Anthropic tool_choice / OpenAI tool_choice).
 enum class ToolUse { Auto, Required, Named, Disabled };

@@ -3,6 +3,7 @@
 #include <regex>
 
 #include "keel/arch/model_loader.h"
+#include "keel/constrain/token_mask.h"
 #include "keel/chat/token_roles.h"
 #include "keel/engine/model_text.h"
 #include "keel/util/error.h"
@@ -53,6 +54,8 @@ PreparedPrompt ServedModel::prepare(const nlohmann::ordered_json& messages, cons
   p.starts_in_reasoning = text.ends_with("<think>");
   return p;
 }
+
+ServedModel::~ServedModel() = default;
 
 const constrain::Vocabulary& ServedModel::vocabulary() const {
   std::call_once(vocabulary_once_, [&] {

@@ -19,12 +19,15 @@
 #include "keel/arch/transformer.h"
 #include "keel/chat/chat_renderer.h"
 #include "keel/chat/chat_roles.h"
-#include "keel/constrain/token_mask.h"
 #include "keel/engine/prompt_render.h"
 #include "keel/model/weights.h"
 #include "keel/text/tokenizer.h"
 #include "keel/toolcall/format_detect.h"
 #include "keel/util/thread_pool.h"
+
+namespace keel::constrain {
+class Vocabulary;
+}
 
 namespace keel {
 
@@ -44,6 +47,7 @@ struct PreparedPrompt {
 class ServedModel {
  public:
   explicit ServedModel(const ServedModelOptions& options);  // throws keel::Error
+  ~ServedModel();
 
   const std::filesystem::path& dir() const { return weights_.dir; }
   // The name the server answers to: the model folder's name, or a GGUF file's without ".gguf"

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "keel/engine/chat_turn.h"
+#include "keel/engine/output_constraint.h"
 #include "keel/engine/session_cache.h"
 #include "keel/kv/kv_footprint.h"
 #include "keel/util/error.h"

@@ -195,6 +195,18 @@ class Checker {
       const double d = v.get<double>();
       if (auto m = number("minimum"); m && d < *m) return (void)fail(label + " is below the minimum " + std::to_string(*m)), false;
       if (auto m = number("maximum"); m && d > *m) return (void)fail(label + " is above the maximum " + std::to_string(*m)), false;
+      // Draft 6 and later: the bound itself is excluded. Draft 4's boolean form excludes minimum / maximum.
+      if (auto m = number("exclusiveMinimum"); m && d <= *m)
+        return (void)fail(label + " is not above the exclusive minimum " + std::to_string(*m)), false;
+      if (auto m = number("exclusiveMaximum"); m && d >= *m)
+        return (void)fail(label + " is not below the exclusive maximum " + std::to_string(*m)), false;
+      auto excluded = [&](const char* flag, const char* bound) {
+        const auto it = schema.find(flag);
+        const auto b = number(bound);
+        return it != schema.end() && it->is_boolean() && it->get<bool>() && b && d == *b;
+      };
+      if (excluded("exclusiveMinimum", "minimum") || excluded("exclusiveMaximum", "maximum"))
+        return (void)fail(label + " equals an excluded bound"), false;
     }
     size_t size = 0;
     const char* min_key = nullptr;
