@@ -79,18 +79,23 @@ void BM_ConstrainCompileClaudeCodeTools(benchmark::State& state) {
 }
 BENCHMARK(BM_ConstrainCompileClaudeCodeTools)->Unit(benchmark::kMicrosecond);
 
-// Every step's mask of the calls above, each call a new request (a new TokenConstraint: the
-// grammar-specific masks are computed again, the shared string and number masks are the
-// vocabulary's). Arg 0: a vocabulary whose shared masks are cold (a server's first constrained
-// request); 1: warm (every later one).
+// Every step's mask of the calls above, each call a new request (a new TokenConstraint). Arg 0:
+// cold, a new vocabulary and grammar each time (a server's first constrained request: every mask
+// is computed as it is met); 1: warm, the same tool set's grammar again (keel serve keeps the
+// recent tool sets' grammars, whose masks stay cached, and the vocabulary's string and number
+// masks), as an agent's every later turn.
 void BM_ConstrainMaskPerStep(benchmark::State& state) {
   const bool warm = state.range(0) == 1;
-  const auto grammars = compile_calls(claude_code_tools());
+  const Json tools = claude_code_tools();
+  std::shared_ptr<const keel::OutputGrammars> grammars;
   std::unique_ptr<keel::constrain::Vocabulary> vocab;
   std::vector<double> steps;
   for (auto _ : state) {
     state.PauseTiming();
-    if (!vocab || !warm) vocab = std::make_unique<keel::constrain::Vocabulary>(qwen(), 151936);
+    if (!vocab || !warm) {
+      vocab = std::make_unique<keel::constrain::Vocabulary>(qwen(), 151936);
+      grammars = compile_calls(tools);
+    }
     if (warm && steps.empty()) {  // one pass to warm the shared masks, not counted
       for (const char* call : kCalls) {
         keel::constrain::TokenConstraint c(grammars->any_call, *vocab, true);

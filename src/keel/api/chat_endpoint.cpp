@@ -136,20 +136,17 @@ ToolUse tool_use_of(ToolChoiceMode mode) {
 // The grammars a request's output follows: its structured-output schema, and its tools' schemas
 // in the model's call format for the tools that are constrained (the tool's strict flag, else the
 // server's default). Null when nothing is constrained.
-std::shared_ptr<const OutputGrammars> output_grammars(const ChatRequest& r, const ServerState& s) {
-  auto grammars = std::make_shared<OutputGrammars>();
+std::shared_ptr<const OutputGrammars> output_grammars(const ChatRequest& r, ServerState& s) {
+  std::shared_ptr<const OutputGrammars> calls;
+  if (r.tools.is_array() && r.tool_choice != ToolChoiceMode::None)
+    calls = s.call_grammars.get(s.model.tool_call_format().format, r.tools, r.tool_strict, s.options.constrained_tool_calls);
+  if (!r.answer_grammar) return calls;
+  auto grammars = std::make_shared<OutputGrammars>(calls ? *calls : OutputGrammars{});
   grammars->answer = r.answer_grammar;
-  if (r.tools.is_array() && r.tool_choice != ToolChoiceMode::None) {
-    add_call_grammars(*grammars, s.model.tool_call_format().format, r.tools, [&](const std::string& name) {
-      const auto it = r.tool_strict.find(name);
-      return it != r.tool_strict.end() ? it->second : s.options.constrained_tool_calls;
-    });
-  }
-  if (!grammars->answer && !grammars->any_call && grammars->arguments.empty()) return nullptr;
   return grammars;
 }
 
-TurnOptions turn_options(const ChatRequest& r, const ServerState& s) {
+TurnOptions turn_options(const ChatRequest& r, ServerState& s) {
   TurnOptions o;
   o.max_tokens = r.max_tokens;
   o.sampling.temperature = r.temperature;

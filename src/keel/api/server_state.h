@@ -15,6 +15,7 @@
 #include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
 #include "keel/api/warmup.h"
+#include "keel/engine/output_constraint.h"
 #include "keel/engine/scheduler.h"
 #include "keel/engine/served_model.h"
 #include "keel/http/http_server.h"
@@ -51,6 +52,7 @@ struct ServerState {
   using Clock = std::chrono::steady_clock;
   std::atomic<Clock::time_point> grace_ends{Clock::time_point::max()};
   std::atomic<bool> shutting_down{false};
+  CallGrammarCache call_grammars;  // thread-safe: HTTP threads build and share tool sets' grammars
   // --warm: how far the warm-up is (atomics: the engine thread counts, /health reads).
   WarmupStatus warmup;
   bool past_grace() const { return shutting_down && Clock::now() >= grace_ends.load(); }

@@ -3,8 +3,10 @@
 // shaped by a schema (json_schema.h), wrapped in fixed text where a tool-call format needs it.
 // Nodes refer to each other by index, so a recursive schema ($ref) is a cycle, not a copy.
 //
-// Threads: built once (json_schema.cpp, on the request's thread), then read-only and shared.
+// Threads: built once (json_schema.cpp, on the request's thread), then read-only and shared;
+// only its mask cache changes (token_mask.cpp, under its lock).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,6 +81,8 @@ struct GrammarNode {
   uint32_t min_items = 0, max_items = UINT32_MAX;
 };
 
+struct GrammarMaskCache;  // token_mask.cpp
+
 struct Grammar {
   std::vector<GrammarNode> nodes;
   uint32_t root = 0;
@@ -90,6 +94,9 @@ struct Grammar {
   uint32_t string_value = ByteTrie::kNone;
   uint32_t number_value = ByteTrie::kNone;
   uint32_t integer_value = ByteTrie::kNone;
+  // The token masks of this grammar's own frames, filled as TokenConstraints meet them, so a
+  // grammar reused across requests (an agent's tool set) computes each once. Engine thread.
+  mutable std::shared_ptr<GrammarMaskCache> masks;
 
   uint32_t add(GrammarNode node) {
     nodes.push_back(std::move(node));

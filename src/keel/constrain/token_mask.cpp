@@ -1,6 +1,7 @@
 #include "keel/constrain/token_mask.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 
 #include "keel/util/error.h"
@@ -26,6 +27,12 @@ FrameKey key_of(const Matcher& matcher, const Frame& frame) {
 
 }  // namespace
 
+struct GrammarMaskCache {
+  std::mutex mutex;
+  uint64_t vocabulary = 0;  // the masks are of this vocabulary's tokens (Vocabulary::id)
+  std::unordered_map<FrameKey, std::unique_ptr<FrameMask>, FrameKeyHash> frames;
+};
+
 TokenSet& TokenSet::operator|=(const TokenSet& other) {
   for (size_t i = 0; i < words_.size(); ++i) words_[i] |= other.words_[i];
   return *this;
@@ -38,6 +45,8 @@ size_t TokenSet::count() const {
 }
 
 Vocabulary::Vocabulary(const text::Tokenizer& tokenizer, size_t rows) : bytes_(rows) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id++;
   const size_t known = std::min(rows, tokenizer.vocab_size());
   for (size_t id = 0; id < known; ++id) {
     const auto token = static_cast<int32_t>(id);
@@ -101,7 +110,15 @@ void Vocabulary::walk(const Matcher& matcher, uint32_t node, const std::vector<S
       if (needs_parent) break;
     }
     if (needs_parent) {
-      for (uint32_t i = c.begin; i < c.end; ++i) mask.uncertain.push_back(sorted_[i]);
+      // When the frame alone has closed (one stack, now empty), the rest of every token below
+      // is the parent's from this byte on.
+      const bool closed = stacks.size() == 1 && (stacks[0].empty() || next.empty());
+      const uint16_t handoff = closed && depth < FrameMask::kHandoffUnknown ? static_cast<uint16_t>(depth)
+                                                                           : FrameMask::kHandoffUnknown;
+      for (uint32_t i = c.begin; i < c.end; ++i) {
+        mask.uncertain.push_back(sorted_[i]);
+        mask.handoff.push_back(handoff);
+      }
       continue;
     }
     if (next.empty()) continue;
@@ -141,9 +158,20 @@ TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> grammar, const V
 
 const FrameMask& TokenConstraint::mask_of(const Frame& frame) {
   if (matcher_.shared_behaviour(frame)) return vocabulary_->frame_mask(matcher_, frame);
-  auto& slot = own_[key_of(matcher_, frame)];
+  static std::mutex creating;
+  {
+    std::lock_guard lock(creating);
+    if (!grammar_->masks) grammar_->masks = std::make_shared<GrammarMaskCache>();
+  }
+  GrammarMaskCache& cache = *grammar_->masks;
+  std::lock_guard lock(cache.mutex);
+  if (cache.vocabulary != vocabulary_->id()) {  // first use, or another model's tokens
+    cache.frames.clear();
+    cache.vocabulary = vocabulary_->id();
+  }
+  auto& slot = cache.frames[key_of(matcher_, frame)];
   if (!slot) slot = std::make_unique<FrameMask>(vocabulary_->compute_frame_mask(matcher_, frame));
-  return *slot;
+  return *slot;  // never erased while the grammar lives (unless another vocabulary uses it)
 }
 
 bool TokenConstraint::takes(const Stack& stack, std::string_view bytes) const {
@@ -163,8 +191,30 @@ void TokenConstraint::allowed(TokenSet& out) {
       out |= vocabulary_->compute_stack_mask(matcher_, stack);
       continue;
     }
-    for (int32_t id : mask.uncertain)
-      if (!out.test(id) && takes(stack, vocabulary_->bytes(id))) out.set(id);
+    add_uncertain(stack, mask, out);
+  }
+}
+
+// The uncertain tokens `stack` takes. Where the top frame closes inside a token, only the rest of
+// it is checked, against the stack below the frame; many tokens share that rest ("\",", "\"}"),
+// so each distinct rest is checked once.
+void TokenConstraint::add_uncertain(const Stack& stack, const FrameMask& mask, TokenSet& out) {
+  const Stack below(stack.begin(), stack.end() - 1);
+  std::unordered_map<std::string_view, bool> rest_taken;
+  for (size_t i = 0; i < mask.uncertain.size(); ++i) {
+    const int32_t id = mask.uncertain[i];
+    if (out.test(id)) continue;
+    const std::string_view bytes = vocabulary_->bytes(id);
+    bool taken;
+    if (mask.handoff[i] == FrameMask::kHandoffUnknown) {
+      taken = takes(stack, bytes);
+    } else {
+      const std::string_view rest = bytes.substr(mask.handoff[i]);
+      const auto [it, fresh] = rest_taken.try_emplace(rest, false);
+      if (fresh) it->second = takes(below, rest);
+      taken = it->second;
+    }
+    if (taken) out.set(id);
   }
 }
 

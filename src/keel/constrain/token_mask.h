@@ -49,6 +49,10 @@ class TokenSet {
 struct FrameMask {
   TokenSet taken;                  // taken inside the frame: allowed whatever lies below it
   std::vector<int32_t> uncertain;  // reach past the frame's end: checked against the whole stack
+  // For each uncertain token, where the frame has closed and every byte from there on is the
+  // frames below's (kHandoffUnknown: the frame might also have gone on; check the whole token).
+  std::vector<uint16_t> handoff;
+  static constexpr uint16_t kHandoffUnknown = UINT16_MAX;
 };
 
 // What decides a top frame's mask: its node (or, for shared behaviour, its kind), its state, and
@@ -76,6 +80,7 @@ class Vocabulary {
   size_t rows() const { return bytes_.size(); }
   std::string_view bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   size_t text_tokens() const { return sorted_.size(); }
+  uint64_t id() const { return id_; }  // unique among the process's vocabularies
 
   // The mask of `frame` (the top of a stack), computed on first use.
   const FrameMask& frame_mask(const Matcher& matcher, const Frame& frame) const;
@@ -96,6 +101,7 @@ class Vocabulary {
   void walk(const Matcher& matcher, uint32_t node, const std::vector<Stack>& stacks, FrameMask& mask, size_t depth,
             std::vector<std::vector<Stack>>& levels, bool top_only) const;
 
+  uint64_t id_;
   std::vector<std::string> bytes_;
   std::vector<int32_t> sorted_;  // text tokens, by their bytes
   std::vector<Node> nodes_;
@@ -124,13 +130,13 @@ class TokenConstraint {
 
  private:
   bool takes(const Stack& stack, std::string_view bytes) const;
+  void add_uncertain(const Stack& stack, const FrameMask& mask, TokenSet& out);
   const FrameMask& mask_of(const Frame& frame);
 
   std::shared_ptr<const Grammar> grammar_;
   const Vocabulary* vocabulary_;
   Matcher matcher_;
   MatchState state_;
-  std::unordered_map<FrameKey, std::unique_ptr<FrameMask>, FrameKeyHash> own_;  // grammar-specific frames
 };
 
 }  // namespace keel::constrain

@@ -120,6 +120,31 @@ void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, con
   }
 }
 
+std::shared_ptr<const OutputGrammars> CallGrammarCache::get(toolcall::ToolCallFormat format, const Json& tools,
+                                                            const std::map<std::string, bool>& strict, bool default_on) {
+  std::string key = std::to_string(static_cast<int>(format)) + (default_on ? "+" : "-") + tools.dump();
+  for (const auto& [name, on] : strict) key += "\n" + name + (on ? "+" : "-");
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = recent_.begin(); it != recent_.end(); ++it)
+      if (it->first == key) {
+        recent_.splice(recent_.begin(), recent_, it);
+        return it->second;
+      }
+  }
+  auto grammars = std::make_shared<OutputGrammars>();
+  add_call_grammars(*grammars, format, tools, [&](const std::string& name) {
+    const auto it = strict.find(name);
+    return it != strict.end() ? it->second : default_on;
+  });
+  std::shared_ptr<const OutputGrammars> built;
+  if (grammars->any_call || !grammars->arguments.empty()) built = std::move(grammars);
+  std::lock_guard lock(mutex_);
+  recent_.emplace_front(std::move(key), built);
+  if (recent_.size() > kRecent) recent_.pop_back();
+  return built;
+}
+
 OutputConstrainer::OutputConstrainer(std::shared_ptr<const OutputGrammars> grammars, const constrain::Vocabulary* vocabulary,
                                      toolcall::ToolCallFormat format, std::vector<int32_t> end_ids,
                                      std::vector<int32_t> start_ids)

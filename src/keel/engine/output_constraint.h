@@ -11,7 +11,9 @@
 // OutputConstrainer runs them on the engine thread, one per turn.
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,6 +55,22 @@ std::shared_ptr<const constrain::Grammar> any_object_grammar();
 // constrain.
 void add_call_grammars(OutputGrammars& grammars, toolcall::ToolCallFormat format, const nlohmann::ordered_json& tools,
                        const std::function<bool(const std::string&)>& include);
+
+// The call grammars of the tool sets requests sent lately: an agent sends the same tools every
+// turn, so they compile once and their masks (cached on the grammar) are computed once. Keeps the
+// kRecent most recent. Thread-safe (HTTP threads).
+class CallGrammarCache {
+ public:
+  static constexpr size_t kRecent = 16;
+  // The call grammars (add_call_grammars) of `tools` in `format`, a tool constrained when
+  // `strict` says so, else when `default_on`. Null when none is constrained.
+  std::shared_ptr<const OutputGrammars> get(toolcall::ToolCallFormat format, const nlohmann::ordered_json& tools,
+                                            const std::map<std::string, bool>& strict, bool default_on);
+
+ private:
+  std::mutex mutex_;
+  std::list<std::pair<std::string, std::shared_ptr<const OutputGrammars>>> recent_;  // most recent first
+};
 
 // Where the turn's output is, as the constrainer needs it.
 struct OutputPosition {
