@@ -127,15 +127,24 @@ std::vector<Case> sampling_cases() {
       {"max_tokens", nullptr, 400, 200},  // required by Anthropic; OpenAI's default applies
       {"max_completion_tokens", 0, 200, 400},
       {"max_completion_tokens", 3, 200, 200},
-      // penalties: OpenAI's [-2, 2], only 0 accepted (not applied yet); not Anthropic fields
+      // penalties: OpenAI's [-2, 2], applied; not Anthropic fields
       {"presence_penalty", 0, 200, 200},
-      {"presence_penalty", 0.5, 200, 400},
+      {"presence_penalty", 0.5, 200, 200},
       {"presence_penalty", -2.5, 200, 400},
       {"presence_penalty", "0", 200, 400},
       {"frequency_penalty", 0, 200, 200},
-      {"frequency_penalty", 2, 200, 400},
+      {"frequency_penalty", 2, 200, 200},
+      {"frequency_penalty", -2.01, 200, 400},
       {"frequency_penalty", 1e300, 200, 400},
       {"frequency_penalty", json::array(), 200, 400},
+      // logit_bias: token ids the model has, biases in [-100, 100] (OpenAI)
+      {"logit_bias", json::object(), 200, 200},
+      {"logit_bias", json{{"17", -100}, {"42", 5.5}}, 200, 200},
+      {"logit_bias", json{{"17", 101}}, 200, 400},
+      {"logit_bias", json{{"x", 1}}, 200, 400},
+      {"logit_bias", json{{"-1", 1}}, 200, 400},
+      {"logit_bias", json{{"99999999", 1}}, 200, 400},
+      {"logit_bias", json::array(), 200, 400},
       // seed: any 64-bit integer (OpenAI); not an Anthropic field
       {"seed", 0, 200, 200},
       {"seed", -1, 200, 200},

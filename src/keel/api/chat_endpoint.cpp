@@ -13,6 +13,7 @@
 
 #include "keel/api/chat_result.h"
 #include "keel/api/log_text.h"
+#include "keel/api/request_json.h"
 #include "keel/api/responses_response.h"
 #include "keel/api/server_state.h"
 #include "keel/api/sse_writer.h"
@@ -160,6 +161,14 @@ TurnOptions turn_options(const ChatRequest& r, ServerState& s) {
   o.parallel_tool_calls = r.parallel_tool_calls;
   o.tool_retries = s.options.tool_retries;
   o.grammars = output_grammars(r, s);
+  o.presence_penalty = r.presence_penalty;
+  o.frequency_penalty = r.frequency_penalty;
+  const auto rows = s.model.weights().spec.vocab_size;
+  for (const auto& [id, bias] : r.logit_bias)
+    if (id >= rows)
+      reject_field("logit_bias." + std::to_string(id),
+                   "the model has no token " + std::to_string(id) + " (its ids go up to " + std::to_string(rows - 1) + ")");
+  o.logit_bias = r.logit_bias;
   o.reasoning = s.model.reasoning().kind != toolcall::ReasoningKind::None;
   // Thinking off: a switchable template is rendered with enable_thinking false (ServedModel::prepare);
   // a model that always reasons gets a budget of 0, so its block is closed at once.

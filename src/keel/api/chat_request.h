@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -68,6 +69,11 @@ struct ChatRequest {
   float top_p = 1.0f;
   int top_k = 0;  // 0: no top-k cut
   std::optional<uint64_t> seed;
+  // OpenAI Chat Completions: penalties in [-2, 2] and logit_bias (token id -> bias in [-100, 100]),
+  // as OpenAI defines them (chat_turn.h, TurnOptions). Ids are checked against the model later.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::vector<std::string> stop_sequences;  // Anthropic stop_sequences / OpenAI stop (string or array)
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage

@@ -71,14 +71,29 @@ std::vector<std::string> read_stop(const Json& stop) {
 }
 
 // Output controls: response_format; those keel does not implement are refused, never silently ignored.
-void read_outputs(const Json& root, ChatRequest& request) {
+void read_outputs(const Json& root, ChatRequest& request) {  // and the sampling adjustments
   if (const Json* format = find_field(root, "response_format"); format != nullptr && !format->is_null())
     read_json_format(*format, "response_format", "json_schema.schema", request);
-  // The penalties are not applied yet: 0 (what clients send when not asked for one) is accepted,
-  // any other value in OpenAI's [-2, 2] refused rather than silently ignored.
-  for (const char* key : {"presence_penalty", "frequency_penalty"})
-    if (auto penalty = number_in_range(root, key, -2.0, 2.0); penalty && *penalty != 0)
-      reject_field(key, "only 0 is supported (penalties are not applied yet); omit it or send 0");
+  if (auto p = number_in_range(root, "presence_penalty", -2.0, 2.0)) request.presence_penalty = static_cast<float>(*p);
+  if (auto p = number_in_range(root, "frequency_penalty", -2.0, 2.0)) request.frequency_penalty = static_cast<float>(*p);
+  // logit_bias: {"TOKEN_ID": bias}, bias in [-100, 100].
+  if (const Json* bias = find_field(root, "logit_bias"); bias != nullptr && !bias->is_null()) {
+    expect_object(*bias, "logit_bias");
+    for (const auto& [key, value] : bias->items()) {
+      const std::string path = join_path("logit_bias", key);
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+      }
+      if (key.empty() || used != key.size() || id < 0 || id > INT32_MAX)
+        reject_field(path, "a key must be a token id (a non-negative integer)");
+      if (!value.is_number() || value.get<double>() < -100 || value.get<double>() > 100)
+        reject_field(path, "expected a number from -100 to 100");
+      request.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+  }
   if (optional_bool(root, "logprobs", "").value_or(false))
     reject_field("logprobs", "log probabilities are not supported yet; omit logprobs");
   if (const Json* top = find_field(root, "top_logprobs"); top != nullptr && !top->is_null())

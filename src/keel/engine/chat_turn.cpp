@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -200,9 +201,21 @@ class TurnRunner {
     // The processor stands for the model's own preferences (a bias, a test's script); the masks
     // come after it, so nothing it does brings back a token without text or one a grammar refuses.
     if (options_.logits_processor) options_.logits_processor(generated_, logits_);
+    adjust_logits();
     mask_logits(logits_, model_.ids_without_token());
     constrainer_.mask(logits_, position());
     return sampler_.sample(logits_);
+  }
+
+  // logit_bias and the penalties (TurnOptions). The counts are of the kept output: a rewind drops
+  // those of the tokens it takes back (restore()).
+  void adjust_logits() {
+    for (const auto& [id, bias] : options_.logit_bias)
+      if (static_cast<size_t>(id) < logits_.size()) logits_[static_cast<size_t>(id)] += bias;
+    if (options_.presence_penalty == 0 && options_.frequency_penalty == 0) return;
+    for (const auto& [id, count] : written_)
+      logits_[static_cast<size_t>(id)] -=
+          options_.presence_penalty + options_.frequency_penalty * static_cast<float>(count);
   }
 
   // A request that requires a call (tool_choice any / required, or a named tool) gets the format's
@@ -248,6 +261,7 @@ class TurnRunner {
         continue;
       }
       generated_.push_back(next);
+      ++written_[next];
       const std::string piece = decoder_.feed(next);
       text_ += piece;
       token_ends_.push_back(text_.size());
@@ -386,6 +400,8 @@ class TurnRunner {
 
     generated_.resize(keep);
     token_ends_.resize(keep);
+    written_.clear();
+    for (int32_t id : generated_) ++written_[id];
     text_.resize(keep == 0 ? 0 : token_ends_.back());
     decoder_.flush();
     for (int32_t id : generated_) decoder_.feed(id);
@@ -455,6 +471,7 @@ class TurnRunner {
   OutputConstrainer constrainer_;
 
   std::vector<int32_t> generated_;   // this turn's tokens (after rewinds: the kept ones)
+  std::map<int32_t, int64_t> written_;  // how often each of them occurs, for the penalties
   std::string text_;                 // their decoded text
   std::vector<size_t> token_ends_;   // text_ offset where each token's text ends
   size_t parser_text_bytes_ = 0;     // text the parser has released and we have passed on

@@ -29,6 +29,12 @@ enum class ToolUse { Auto, Required, Named, Disabled };
 struct TurnOptions {
   int64_t max_tokens = 256;  // tokens sampled or forced, those of retried calls included
   SamplingParams sampling;
+  // OpenAI's adjustments, applied to the logits before each sample (after the model, before the
+  // masks): logit += bias[id]; logit -= presence_penalty if the turn has written the token, and
+  // frequency_penalty times the number of times it has. Greedy sampling sees them too.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   std::vector<std::string> stop_sequences;
   nlohmann::ordered_json tools;  // function form, or null
   ToolUse tool_use = ToolUse::Auto;
