@@ -19,10 +19,11 @@
 // "none", "required" or {type: "function", name}. parallel_tool_calls, max_output_tokens (default
 // kDefaultOpenAIMaxTokens), temperature, top_p, top_k (extension), seed (extension), stream,
 // reasoning.effort (as Chat Completions' reasoning_effort), prompt_cache_key (else user) as the
-// affinity key. Accepted with no effect: store (keel keeps no responses), include, metadata,
+// affinity key, text.format (structured output, as Chat Completions' response_format), a tool's
+// strict flag. Accepted with no effect: store (keel keeps no responses), include, metadata,
 // service_tier, truncation "disabled"/"auto", text.verbosity, stream_options, safety_identifier.
 // Refused: previous_response_id and conversation (keel keeps no responses: send the whole
-// conversation as input), background, prompt, text.format other than text, top_logprobs.
+// conversation as input), background, prompt, top_logprobs.
 //
 // Threads: pure functions of the body and limits; any HTTP thread, many at once.
 #include "keel/api/chat_request.h"

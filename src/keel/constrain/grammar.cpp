@@ -21,17 +21,10 @@ uint32_t ByteTrie::build(const std::vector<std::pair<std::string, uint32_t>>& so
                          size_t depth) {
   const auto index = static_cast<uint32_t>(nodes_.size());
   nodes_.emplace_back();
-  std::vector<std::pair<uint8_t, std::pair<size_t, size_t>>> groups;
-  for (size_t i = begin; i < end; ++i) {
-    const std::string& s = sorted[i].first;
-    if (s.size() == depth) {
-      nodes_[index].terminal = sorted[i].second;
-      continue;
-    }
-    const auto byte = static_cast<uint8_t>(s[depth]);
-    if (groups.empty() || groups.back().first != byte) groups.push_back({byte, {i, i}});
-    groups.back().second.second = i + 1;
-  }
+  for (size_t i = begin; i < end; ++i)
+    if (sorted[i].first.size() == depth) nodes_[index].terminal = sorted[i].second;
+  const std::vector<ByteRun> groups =
+      runs_by_next_byte(begin, end, depth, [&](size_t i) { return std::string_view(sorted[i].first); });
   const auto first = static_cast<uint32_t>(edges_.size());
   nodes_[index].first_edge = first;
   nodes_[index].edge_count = static_cast<uint32_t>(groups.size());
@@ -39,8 +32,8 @@ uint32_t ByteTrie::build(const std::vector<std::pair<std::string, uint32_t>>& so
   uint64_t below = 0;
   if (nodes_[index].terminal != kNone && nodes_[index].terminal < 64) below |= uint64_t{1} << nodes_[index].terminal;
   for (size_t g = 0; g < groups.size(); ++g) {
-    const uint32_t child = build(sorted, groups[g].second.first, groups[g].second.second, depth + 1);
-    edges_[first + g] = {groups[g].first, child};
+    const uint32_t child = build(sorted, groups[g].begin, groups[g].end, depth + 1);
+    edges_[first + g] = {groups[g].byte, child};
     below |= nodes_[child].below;
   }
   nodes_[index].below = below;

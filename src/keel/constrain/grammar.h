@@ -13,6 +13,26 @@
 
 namespace keel::constrain {
 
+// The children of a trie node over sorted strings: of the strings [begin, end), which share their
+// first `depth` bytes, the runs that share the next byte too (strings ending at `depth` are the
+// node's own and belong to no run). Used by ByteTrie and the vocabulary's token trie.
+struct ByteRun {
+  uint8_t byte;
+  size_t begin, end;
+};
+template <class BytesOf>  // BytesOf(i) -> the i-th string (std::string_view)
+std::vector<ByteRun> runs_by_next_byte(size_t begin, size_t end, size_t depth, BytesOf bytes_of) {
+  std::vector<ByteRun> runs;
+  for (size_t i = begin; i < end; ++i) {
+    const std::string_view s = bytes_of(i);
+    if (s.size() == depth) continue;
+    const auto byte = static_cast<uint8_t>(s[depth]);
+    if (runs.empty() || runs.back().byte != byte) runs.push_back({byte, i, i});
+    runs.back().end = i + 1;
+  }
+  return runs;
+}
+
 // A set of byte strings as a trie: enum and const texts, or an object's property names (their
 // JSON-escaped bodies, without the quotes). Node 0 is the root; a node's edges are contiguous and
 // sorted by byte.

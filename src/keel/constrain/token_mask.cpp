@@ -78,19 +78,15 @@ uint32_t Vocabulary::build(size_t begin, size_t end, size_t depth) {
   size_t i = begin;
   while (i < end && bytes_[static_cast<size_t>(sorted_[i])].size() == depth) ++i;
   nodes_[index].ending = static_cast<uint32_t>(i - begin);
-  std::vector<std::pair<uint8_t, std::pair<size_t, size_t>>> groups;
-  for (; i < end; ++i) {
-    const auto byte = static_cast<uint8_t>(bytes_[static_cast<size_t>(sorted_[i])][depth]);
-    if (groups.empty() || groups.back().first != byte) groups.push_back({byte, {i, i}});
-    groups.back().second.second = i + 1;
-  }
+  const std::vector<ByteRun> groups = runs_by_next_byte(
+      i, end, depth, [&](size_t k) { return std::string_view(bytes_[static_cast<size_t>(sorted_[k])]); });
   const auto first = static_cast<uint32_t>(edges_.size());
   nodes_[index].first_edge = first;
   nodes_[index].edge_count = static_cast<uint32_t>(groups.size());
   edges_.resize(edges_.size() + groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
-    const uint32_t child = build(groups[g].second.first, groups[g].second.second, depth + 1);
-    edges_[first + g] = {groups[g].first, child};
+    const uint32_t child = build(groups[g].begin, groups[g].end, depth + 1);
+    edges_[first + g] = {groups[g].byte, child};
   }
   return index;
 }
