@@ -53,19 +53,39 @@ std::string harmony_recipient(std::string_view text) {
 }  // namespace
 
 std::shared_ptr<const Grammar> compile_answer_grammar(const Json& schema, const std::string& where) {
+  // The schemas answers were asked for lately, compiled: a client asks for the same one again (a
+  // title, a plan), and the grammar keeps its masks. Errors are thrown before anything is kept.
+  static std::mutex mutex;
+  static std::list<std::pair<std::string, std::shared_ptr<const Grammar>>> recent;  // most recent first
+  std::string key = schema.dump();
+  {
+    std::lock_guard lock(mutex);
+    for (auto it = recent.begin(); it != recent.end(); ++it)
+      if (it->first == key) {
+        recent.splice(recent.begin(), recent, it);
+        return it->second;
+      }
+  }
   Grammar grammar;
   const uint32_t value = constrain::add_json_schema(grammar, schema, where);
   if (!grammar.unenforced.empty())
     throw constrain::SchemaError(where + grammar.unenforced.front() +
                                  ": this keyword would not be enforced by constrained decoding, and nothing checks a "
                                  "structured answer afterwards; remove it from the schema");
-  return finish(std::move(grammar), value, true);
+  std::shared_ptr<const Grammar> built = finish(std::move(grammar), value, true);
+  std::lock_guard lock(mutex);
+  recent.emplace_front(std::move(key), built);
+  if (recent.size() > CallGrammarCache::kRecent) recent.pop_back();
+  return built;
 }
 
 std::shared_ptr<const Grammar> any_object_grammar() {
-  Grammar grammar;
-  const uint32_t value = constrain::add_json_schema(grammar, Json{{"type", "object"}}, "json_object");
-  return finish(std::move(grammar), value, true);
+  static const std::shared_ptr<const Grammar> grammar = [] {
+    Grammar g;
+    const uint32_t value = constrain::add_json_schema(g, Json{{"type", "object"}}, "json_object");
+    return finish(std::move(g), value, true);
+  }();
+  return grammar;
 }
 
 void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, const Json& tools,

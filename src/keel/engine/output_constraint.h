@@ -42,9 +42,10 @@ struct OutputGrammars {
   std::vector<std::string> unconstrained_tools;
 };
 
-// The answer grammar for a JSON schema (json_schema true: any JSON object, for json_object).
-// `where` names the schema in errors. Throws constrain::SchemaError for what it cannot compile,
-// and for keywords the grammar would not enforce (nothing checks a structured answer afterwards).
+// The answer grammar for a JSON schema; any_object_grammar for json_object. `where` names the
+// schema in errors. Throws constrain::SchemaError for what it cannot compile, and for keywords the
+// grammar would not enforce (nothing checks a structured answer afterwards). The grammars of the
+// kRecent schemas asked for last are kept and shared, with their cached masks. Thread-safe.
 std::shared_ptr<const constrain::Grammar> compile_answer_grammar(const nlohmann::ordered_json& schema,
                                                                  const std::string& where);
 std::shared_ptr<const constrain::Grammar> any_object_grammar();
