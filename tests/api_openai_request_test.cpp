@@ -150,7 +150,11 @@ TEST(ApiOpenAIRequest, EachMalformedRequestIsA400NamingTheField) {
       {body(ok, R"("temperature":2.5)"), "temperature: must be between 0 and 2, got 2.5"},
       {body(ok, R"("max_tokens":-3)"), "max_tokens: must be at least 1, got -3"},
       {body(ok, R"("max_completion_tokens":"many")"), "max_completion_tokens: expected an integer, got string"},
-      {body(ok, R"("n":2)"), "n: only n = 1 is supported"},
+      {body(ok, R"("n":17)"), "n: expected an integer from 1 to 16"},
+      {body(ok, R"("n":2,"stream":true)"), "n: n > 1 is answered without streaming only; set stream to false"},
+      {body(ok, R"("top_logprobs":21,"logprobs":true)"), "top_logprobs: expected an integer from 0 to 20"},
+      {body(ok, R"("top_logprobs":2)"), "top_logprobs: needs logprobs: true"},
+      {body(ok, R"("repetition_penalty":0)"), "repetition_penalty: expected a number above 0 and at most 10 (1 is off)"},
       {body(ok, R"("stop":[""])"), "stop.0: must not be empty"},
       {body(ok, R"("stop":5)"), "stop: expected a string or an array of strings, got number"},
       {body(ok, R"("stream_options":true)"), "stream_options: expected an object, got boolean"},
@@ -194,18 +198,14 @@ TEST(ApiOpenAIRequest, ReasoningEffortMapsToADocumentedBudget) {
   EXPECT_FALSE(none.reasoning_budget.has_value());
 }
 
-TEST(ApiOpenAIRequest, OutputControlsKeelLacksAreRefusedNotIgnored) {
+TEST(ApiOpenAIRequest, LogprobsChoicesAndRepetitionPenaltyAreRead) {
   const std::string msgs = R"([{"role":"user","content":"x"}])";
-  EXPECT_NO_THROW(parse(body(msgs, R"("response_format":{"type":"text"},"logprobs":false)")));
-  for (const std::string& extra : {std::string(R"("logprobs":true)"), std::string(R"("top_logprobs":3)")}) {
-    try {
-      parse(body(msgs, extra));
-      ADD_FAILURE() << "accepted: " << extra;
-    } catch (const ApiError& e) {
-      EXPECT_EQ(e.status, 400) << extra;
-      EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
-    }
-  }
+  EXPECT_FALSE(parse(body(msgs, R"("logprobs":false)")).top_logprobs.has_value());
+  EXPECT_EQ(parse(body(msgs, R"("logprobs":true)")).top_logprobs, 0);
+  EXPECT_EQ(parse(body(msgs, R"("logprobs":true,"top_logprobs":20)")).top_logprobs, 20);
+  EXPECT_EQ(parse(body(msgs, R"("n":3)")).n, 3);
+  EXPECT_EQ(parse(body(msgs, "")).n, 1);
+  EXPECT_FLOAT_EQ(parse(body(msgs, R"("repetition_penalty":1.3)")).repetition_penalty, 1.3f);
 }
 
 // response_format compiles to the answer's grammar; what the grammar cannot honour exactly is a

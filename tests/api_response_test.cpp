@@ -97,7 +97,7 @@ TEST(ApiResponse, AnthropicStopSequenceAndMaxTokens) {
 TEST(ApiResponse, OpenAIBody) {
   ChatResult r = tool_result();
   r.id = "chatcmpl-1";
-  EXPECT_EQ(openai_response_body(r, 1700000000),
+  EXPECT_EQ(openai_response_body({&r, 1}, 1700000000),
             R"({"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"tiny","choices":[{"index":0,)"
             R"("message":{"role":"assistant","content":"Let me look.","reasoning_content":"plan","tool_calls":[)"
             R"({"id":"toolu_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"ls\",\"b\":1,\"a\":2}"}}]},)"
@@ -111,14 +111,14 @@ TEST(ApiResponse, OpenAIContentIsNullOnlyForPureToolCalls) {
   r.model = "m";
   r.blocks.push_back({OutputBlock::Kind::ToolUse, "", "call_1", "f", Json::object()});
   r.finish = FinishReason::ToolUse;
-  Json message = Json::parse(openai_response_body(r, 0))["choices"][0]["message"];
+  Json message = Json::parse(openai_response_body({&r, 1}, 0))["choices"][0]["message"];
   EXPECT_TRUE(message["content"].is_null());
   EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "{}");
   EXPECT_FALSE(message.contains("reasoning_content"));
 
   r.blocks.clear();
   r.finish = FinishReason::MaxTokens;
-  Json body = Json::parse(openai_response_body(r, 0));
+  Json body = Json::parse(openai_response_body({&r, 1}, 0));
   EXPECT_EQ(body["choices"][0]["message"]["content"], "");
   EXPECT_FALSE(body["choices"][0]["message"].contains("tool_calls"));
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
@@ -126,7 +126,7 @@ TEST(ApiResponse, OpenAIContentIsNullOnlyForPureToolCalls) {
   r.blocks.push_back({OutputBlock::Kind::Text, "a", "", "", nullptr});
   r.blocks.push_back({OutputBlock::Kind::Text, "b", "", "", nullptr});
   r.finish = FinishReason::StopSequence;
-  body = Json::parse(openai_response_body(r, 0));
+  body = Json::parse(openai_response_body({&r, 1}, 0));
   EXPECT_EQ(body["choices"][0]["message"]["content"], "ab");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
 }

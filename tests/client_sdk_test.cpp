@@ -66,6 +66,8 @@ TEST_F(ClientSdk, OpenAIChatParseJsonSchema) { run_case("openai_sdk.cjs", "chat_
 TEST_F(ClientSdk, OpenAIChatStreamJsonSchemaAndJsonObject) { run_case("openai_sdk.cjs", "chat_stream_json_schema"); }
 TEST_F(ClientSdk, OpenAIResponsesParseJsonSchema) { run_case("openai_sdk.cjs", "responses_parse_json_schema"); }
 TEST_F(ClientSdk, OpenAIJsonSchemaTheGrammarCannotHonourIsRefused) { run_case("openai_sdk.cjs", "chat_json_schema_refused"); }
+TEST_F(ClientSdk, OpenAIChatLogprobsStreamedAndNot) { run_case("openai_sdk.cjs", "chat_logprobs"); }
+TEST_F(ClientSdk, OpenAIChatThreeChoicesEqualThreeSeededRequests) { run_case("openai_sdk.cjs", "chat_n_choices"); }
 TEST_F(ClientSdk, OpenAIModelsList) { run_case("openai_sdk.cjs", "models_list"); }
 TEST_F(ClientSdk, OpenAIModelsRetrieve) { run_case("openai_sdk.cjs", "models_retrieve"); }
 

@@ -1,5 +1,5 @@
-// logit_bias and the presence/frequency penalties (TurnOptions), as OpenAI defines them: a scripted
-// model prefers token A (logit 5) over B (logit 4) at every step, greedy, and the adjustments
+// logit_bias and the presence, frequency and repetition penalties (TurnOptions), as OpenAI and
+// Hugging Face define them: a scripted model prefers token A (logit 5) over B (logit 4) at every step, greedy, and the adjustments
 // decide what it writes, token by token.
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@ Pair tokens() {
 }
 
 // The letters written: "x" for A, "y" for B.
-std::string run(TurnOptions o) {
+std::string run(TurnOptions o, const char* user = "Write.") {
   ServedModel& model = tiny_served_model();
   const Pair p = tokens();
   o.max_tokens = 6;
@@ -34,7 +34,7 @@ std::string run(TurnOptions o) {
     logits[static_cast<size_t>(p.b)] = 4.0f;
   };
   const PreparedPrompt prompt =
-      model.prepare(nlohmann::ordered_json::parse(R"([{"role":"user","content":"Write."}])"), nullptr, false);
+      model.prepare(nlohmann::ordered_json{{{"role", "user"}, {"content", user}}}, nullptr, false);
   const ModelSpec& spec = model.weights().spec;
   SessionCache session(spec, static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), 1024) * 1024) * 2,
                        kv::KvPolicy(), true, 1024);
@@ -60,6 +60,17 @@ TEST(EngineSamplingAdjustments, PenaltiesAndBiasesFollowOpenAIsDefinition) {
   TurnOptions ban;
   ban.logit_bias = {{tokens().a, -100.0f}};
   EXPECT_EQ(run(ban), "yyyyyy");
+}
+
+// Hugging Face's and vLLM's definition: a token of the prompt or the output so far has a positive
+// logit divided by the penalty (a negative one multiplied), however often it occurs.
+TEST(EngineSamplingAdjustments, RepetitionPenaltyCountsThePromptToo) {
+  TurnOptions o;
+  o.repetition_penalty = 2;  // A: 5 -> 2.5 once written; B: 4 -> 2
+  EXPECT_EQ(run(o), "xyxxxx");
+  EXPECT_EQ(run(o, "x"), "yxxxxx");  // A is in the prompt: penalised from the first token
+  o.repetition_penalty = 0.5f;       // below 1 it rewards repetition
+  EXPECT_EQ(run(o, "y"), "yyyyyy");
 }
 
 }  // namespace

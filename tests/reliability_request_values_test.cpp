@@ -163,10 +163,10 @@ std::vector<Case> sampling_cases() {
       {"stop_sequences", json::array({""}), 400, 200},
       {"stop_sequences", "a", 400, 200},
       {"stop_sequences", json::array({nullptr}), 400, 200},
-      // n: OpenAI only 1; not an Anthropic field
+      // n: OpenAI 1 to 16 (above 1 without streaming: api_openai_request_test); not an Anthropic field
       {"n", 1, 200, 200},
       {"n", 0, 200, 400},
-      {"n", 2, 200, 400},
+      {"n", 17, 200, 400},
       {"n", -1, 200, 400},
       {"n", "1", 200, 400},
       // stream itself

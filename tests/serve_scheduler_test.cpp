@@ -1,7 +1,8 @@
 // Many turns at once through keel serve's step scheduler (engine/scheduler.h): requests that run
 // beside others get the tokens they get alone, a short request is answered while a long prompt
 // prefills, a KV pool too small for everyone preempts without losing or changing anything, an
-// agent keeps its live sequence through a burst of subagents, and 64 streams at once all finish.
+// agent keeps its live sequence through a burst of subagents, 64 streams at once all finish, and
+// the choices of one request (n) share its prompt.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -238,6 +239,41 @@ TEST(ServeScheduler, SixtyFourStreamsAtOnceAllFinishWithTheSameAnswer) {
     }));
   const std::string expected = anthropic_gist(solo.body["content"]).dump();
   for (int i = 0; i < 64; ++i) EXPECT_EQ(streams[static_cast<size_t>(i)].get(), expected) << "stream " << i;
+}
+
+// The tokens every step ran, from /metrics.
+double step_tokens_run(ServerProcess& server) {
+  auto res = server.client().Get("/metrics");
+  if (!res) return -1;
+  const std::string key = "\nkeel_scheduler_step_tokens ";
+  const size_t at = res->body.find(key);
+  return at == std::string::npos ? -1 : std::stod(res->body.substr(at + key.size()));
+}
+
+// OpenAI n = 3: the prompt runs once and the other two choices reuse its blocks (all but the
+// last, incomplete one), and each choice is what a request with its seed gets alone.
+TEST(ServeScheduler, ChoicesOfOneRequestShareThePromptsBlocks) {
+  ServerProcess server;
+  json request = seeded("tiny-toolcaller", prose(400), 6, 21);
+  request["n"] = 3;
+  auto client = server.client();
+  const double before = step_tokens_run(server);
+  const JsonResponse r = post_json(client, "/v1/chat/completions", request);
+  ASSERT_EQ(r.status, 200) << r.text;
+  const double ran = step_tokens_run(server) - before;
+  const auto prompt = r.body["usage"]["prompt_tokens"].get<double>();
+  ASSERT_EQ(r.body["choices"].size(), 3u);
+  // The prompt once, at most a block's worth (16 tokens) again for each other choice, their outputs.
+  EXPECT_LE(ran, prompt + 2 * 16 + 3 * 6) << "prompt " << prompt;
+  EXPECT_GT(prompt, 300);
+  for (int i = 0; i < 3; ++i) {
+    json single = request;
+    single.erase("n");
+    single["seed"] = 21 + i;
+    const JsonResponse alone = post_json(client, "/v1/chat/completions", single);
+    ASSERT_EQ(alone.status, 200) << alone.text;
+    EXPECT_EQ(r.body["choices"][i]["message"], alone.body["choices"][0]["message"]) << "choice " << i;
+  }
 }
 
 }  // namespace

@@ -262,6 +262,64 @@ const cases = {
     return `${error.status} ${error.param}; retrieve ${missing.status}`;
   },
 
+  // logprobs + top_logprobs, streamed and not: the same seed gives the same tokens and numbers;
+  // one entry per output token, alternatives most likely first, probabilities that can be.
+  async chat_logprobs() {
+    const request = {
+      model: MODEL, max_tokens: 16, temperature: 0.8, seed: 7, messages: WEATHER_MESSAGES, logprobs: true, top_logprobs: 5,
+    };
+    const r = await client.chat.completions.create(request);
+    const choice = r.choices[0];
+    const entries = choice.logprobs.content;
+    check(choice.finish_reason === 'length', 'finish_reason length, got ' + choice.finish_reason);
+    check(entries.length === r.usage.completion_tokens, `${entries.length} entries for ${r.usage.completion_tokens} tokens`);
+    for (const e of entries) {
+      check(e.logprob <= 0 && e.top_logprobs.length === 5, 'entry: ' + JSON.stringify(e));
+      let mass = 0;
+      for (let i = 0; i < 5; ++i) {
+        const alt = e.top_logprobs[i];
+        mass += Math.exp(alt.logprob);
+        if (i > 0) check(alt.logprob <= e.top_logprobs[i - 1].logprob, 'alternatives sorted: ' + JSON.stringify(e));
+        if (alt.token === e.token) check(Math.abs(alt.logprob - e.logprob) < 1e-12, 'the token among them: ' + JSON.stringify(e));
+      }
+      check(mass <= 1 + 1e-9, 'alternatives sum to at most 1: ' + mass);
+      if (!e.top_logprobs.some((a) => a.token === e.token))
+        check(e.logprob <= e.top_logprobs[4].logprob, 'a token not listed is less likely than those listed: ' + JSON.stringify(e));
+    }
+    const text = Buffer.concat(entries.map((e) => Buffer.from(e.bytes))).toString('utf8');
+    check(text.includes(choice.message.content.trim()), `tokens ${JSON.stringify(text)} hold the content ${JSON.stringify(choice.message.content)}`);
+
+    const streamed = [];
+    let content = '';
+    for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+      for (const c of chunk.choices) {
+        if (c.logprobs && c.logprobs.content) streamed.push(...c.logprobs.content);
+        if (c.delta.content) content += c.delta.content;
+      }
+    }
+    check(content === choice.message.content, `streamed content ${JSON.stringify(content)}`);
+    check(JSON.stringify(streamed) === JSON.stringify(entries), 'streamed logprobs equal the whole answer\'s');
+    return `${entries.length} tokens, first ${JSON.stringify(entries[0].token)} ${entries[0].logprob.toFixed(3)}`;
+  },
+
+  // n = 3 with a seed: choice i is what a single request with seed + i answers.
+  async chat_n_choices() {
+    const request = { model: MODEL, max_tokens: 12, temperature: 1, messages: WEATHER_MESSAGES };
+    const r = await client.chat.completions.create({ ...request, n: 3, seed: 11 });
+    check(r.choices.length === 3, '3 choices, got ' + r.choices.length);
+    let tokens = 0;
+    for (let i = 0; i < 3; ++i) {
+      check(r.choices[i].index === i, 'index ' + i);
+      const single = await client.chat.completions.create({ ...request, seed: 11 + i });
+      check(single.choices[0].message.content === r.choices[i].message.content,
+        `choice ${i} ${JSON.stringify(r.choices[i].message.content)} vs seed ${11 + i} ${JSON.stringify(single.choices[0].message.content)}`);
+      tokens += single.usage.completion_tokens;
+    }
+    check(r.usage.completion_tokens === tokens, `usage counts every choice: ${r.usage.completion_tokens} vs ${tokens}`);
+    const distinct = new Set(r.choices.map((c) => c.message.content)).size;
+    return `${distinct} distinct of 3: ${r.choices.map((c) => JSON.stringify(c.message.content)).join(' | ')}`;
+  },
+
   async models_list() {
     const ids = [];
     for await (const m of client.models.list()) {

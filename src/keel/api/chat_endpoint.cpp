@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -99,11 +100,12 @@ const char* route_of(Protocol protocol) {
   return "";
 }
 
-std::string response_body(const ChatResult& out, const ChatRequest& r) {
+// One result per choice: only OpenAI requests have more than one (n).
+std::string response_body(const std::vector<ChatResult>& out, const ChatRequest& r) {
   switch (r.protocol) {
-    case Protocol::Anthropic: return anthropic_response_body(out);
+    case Protocol::Anthropic: return anthropic_response_body(out.front());
     case Protocol::OpenAI: return openai_response_body(out, unix_now());
-    case Protocol::Responses: return responses_response_body(out, responses_settings(r), unix_now());
+    case Protocol::Responses: return responses_response_body(out.front(), responses_settings(r), unix_now());
   }
   return {};
 }
@@ -169,6 +171,8 @@ TurnOptions turn_options(const ChatRequest& r, ServerState& s) {
       reject_field("logit_bias." + std::to_string(id),
                    "the model has no token " + std::to_string(id) + " (its ids go up to " + std::to_string(rows - 1) + ")");
   o.logit_bias = r.logit_bias;
+  o.repetition_penalty = r.repetition_penalty;
+  o.top_logprobs = r.top_logprobs;
   o.reasoning = s.model.reasoning().kind != toolcall::ReasoningKind::None;
   // Thinking off: a switchable template is rendered with enable_thinking false (ServedModel::prepare);
   // a model that always reasons gets a budget of 0, so its block is closed at once.
@@ -287,6 +291,8 @@ void append_block(std::vector<OutputBlock>& blocks, TurnEvent&& e, Protocol prot
     case TurnEvent::Kind::ToolCall:
       blocks.push_back(OutputBlock{Kind::ToolUse, {}, new_tool_call_id(protocol), std::move(e.name), std::move(e.arguments)});
       break;
+    case TurnEvent::Kind::Logprobs:
+      break;  // collect_result keeps them
   }
 }
 
@@ -301,17 +307,21 @@ void tidy_blocks(std::vector<OutputBlock>& blocks) {
   blocks = std::move(kept);
 }
 
-void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const std::shared_ptr<Job>& job,
-                  const Abandoned& abandoned, http::Response& res) {
+// One choice's answer, collected from its job's events as they come.
+ChatResult collect_result(const std::shared_ptr<Job>& job, Protocol protocol, const ChatRequest& r,
+                          const Abandoned& abandoned) {
   ChatResult out;
   out.id = new_message_id(protocol);
   out.model = r.model;
+  std::vector<TokenLogprob> logprobs;
   {
     std::unique_lock lock(job->mutex);
     while (true) {
       wait_on_job(*job, lock, abandoned, std::chrono::hours(24), [&] { return job->finished || !job->events.empty(); });
       while (!job->events.empty()) {
-        append_block(out.blocks, std::move(job->events.front()), protocol);
+        TurnEvent& e = job->events.front();
+        if (e.kind == TurnEvent::Kind::Logprobs) std::move(e.logprobs.begin(), e.logprobs.end(), std::back_inserter(logprobs));
+        else append_block(out.blocks, std::move(e), protocol);
         job->events.pop_front();
       }
       if (job->finished) break;
@@ -322,8 +332,22 @@ void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const
     out.usage = usage_of(job->result.stats);
   }
   tidy_blocks(out.blocks);
+  if (r.top_logprobs) out.logprobs = {{"content", openai_logprob_entries(logprobs)}, {"refusal", nullptr}};
+  return out;
+}
+
+void answer_whole(ServerState& s, Protocol protocol, const ChatRequest& r, const std::vector<std::shared_ptr<Job>>& jobs,
+                  const Abandoned& abandoned, http::Response& res) {
+  std::vector<ChatResult> choices;
+  // Every choice's turn watches the first job's flag (handle_chat).
+  const Abandoned cancel_all = [&] {
+    const bool gone = abandoned();
+    if (gone) jobs.front()->cancelled = true;
+    return gone;
+  };
+  for (const auto& job : jobs) choices.push_back(collect_result(job, protocol, r, cancel_all));
   res.status = 200;
-  res.set_content(response_body(out, r), "application/json");
+  res.set_content(response_body(choices, r), "application/json");
   s.metrics.count_response(route_of(protocol), 200);
 }
 
@@ -371,6 +395,8 @@ std::string stream_event(StreamState& st, TurnEvent&& e) {
       st.text_open = false;
       st.held_blank.clear();
       return st.writer->tool_use(new_tool_call_id(st.protocol), e.name, e.arguments);
+    case TurnEvent::Kind::Logprobs:
+      return st.writer->logprobs(openai_logprob_entries(e.logprobs));
   }
   return {};
 }
@@ -481,17 +507,31 @@ void handle_chat(ServerState& s, Protocol protocol, const http::Request& req, ht
   const char* route = route_of(protocol);
   try {
     auto [r, prompt] = prepare_request(s, protocol, req);
-    auto job = std::make_shared<Job>();
     // The model name is the client's: log_safe keeps it on this line.
     const std::string label =
         std::string("POST ") + route + " model \"" + log_safe(r.model) + "\"" + (r.stream ? " stream" : "");
     TurnOptions options = turn_options(r, s);
     options.cache_salt = cache_salt;
     check_sampling(options.sampling);
-    if (!s.scheduler.submit(turn_job(s, job, prompt, std::move(options), label, affinity_of(req, r))))
+    const std::string affinity = affinity_of(req, r);
+    // Choice i samples with seed + i. The first choice leads: the others follow once its prompt
+    // has run, reusing its blocks (TurnJob::followers), and share its cancellation.
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int i = 0; i < r.n; ++i) jobs.push_back(std::make_shared<Job>());
+    TurnJob leader = turn_job(s, jobs[0], prompt, options, label, affinity);
+    for (int i = 1; i < r.n; ++i) {
+      TurnOptions choice = options;
+      choice.sampling.seed += static_cast<uint64_t>(i);
+      TurnJob follower = turn_job(s, jobs[static_cast<size_t>(i)], prompt, std::move(choice), label, affinity);
+      follower.options.cancelled = &jobs[0]->cancelled;
+      follower.runnable = [&s, lead = jobs[0]] { return !s.shutting_down && !lead->cancelled; };
+      leader.followers.push_back(std::move(follower));
+    }
+    auto job = jobs[0];
+    if (!s.scheduler.submit(std::move(leader)))
       throw overloaded("the server is busy: " + std::to_string(s.scheduler.max_waiting()) +
                        " requests are already waiting; retry shortly");
-    if (!r.stream) return answer_whole(s, protocol, r, job, abandoned_when(req, s), res);
+    if (!r.stream) return answer_whole(s, protocol, r, jobs, abandoned_when(req, s), res);
 
     auto st = std::make_shared<StreamState>();
     st->job = job;

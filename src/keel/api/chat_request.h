@@ -39,6 +39,9 @@ struct RequestLimits {
 // OpenAI: "auto" / "required" / {"type":"function","function":{"name":...}} / "none".
 enum class ToolChoiceMode { Auto, Any, Tool, None };
 
+// The most choices one OpenAI request may ask for (n): each is a turn of its own in the scheduler.
+inline constexpr int kMaxChoices = 16;
+
 // OpenAI requests without max_completion_tokens or max_tokens get this many (then the cap applies).
 inline constexpr int64_t kDefaultOpenAIMaxTokens = 4096;
 
@@ -74,6 +77,12 @@ struct ChatRequest {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's extension of Chat Completions (chat_turn.h, TurnOptions): in (0, 10], 1 is off.
+  float repetition_penalty = 1.0f;
+  // OpenAI logprobs: true with top_logprobs alternatives (0-20) per token. nullopt: none.
+  std::optional<int> top_logprobs;
+  // OpenAI n: this many choices from one prompt, choice i sampled with seed + i (kMaxChoices at most).
+  int n = 1;
   std::vector<std::string> stop_sequences;  // Anthropic stop_sequences / OpenAI stop (string or array)
   bool stream = false;
   bool include_usage = false;  // OpenAI stream_options.include_usage

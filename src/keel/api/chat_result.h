@@ -4,6 +4,7 @@
 // Threads: plain values and pure functions; the id generators draw from a per-thread random
 // stream, so any thread may call them.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "keel/api/api_error.h"
+#include "keel/engine/token_logprobs.h"
 
 namespace keel::api {
 
@@ -44,16 +46,24 @@ struct ChatResult {
   FinishReason finish = FinishReason::EndTurn;
   std::string stop_sequence;  // the sequence that matched, for FinishReason::StopSequence
   Usage usage;
+  // OpenAI choices[].logprobs: null, or {"content": [openai_logprob_entries...], "refusal": null}.
+  nlohmann::ordered_json logprobs;
 };
 
 // {"id","type":"message","role":"assistant","model","content":[...],"stop_reason","stop_sequence",
 //  "usage"}. Thinking blocks carry "signature":"" (keel has nothing to sign).
 std::string anthropic_response_body(const ChatResult& result);
-// {"id","object":"chat.completion","created","model","choices":[{"index":0,"message":{"role",
-//  "content","reasoning_content"?,"tool_calls"?},"logprobs":null,"finish_reason"}],"usage"}.
-// Text blocks are concatenated; content is null when there is no text but there are tool calls;
-// tool_calls arguments are the input serialized as a JSON string.
-std::string openai_response_body(const ChatResult& result, int64_t created_unix);
+// {"id","object":"chat.completion","created","model","choices":[{"index","message":{"role",
+//  "content","reasoning_content"?,"tool_calls"?},"logprobs","finish_reason"}],"usage"}, one
+// choice per result (n), the id and model of the first. Text blocks are concatenated; content is
+// null when there is no text but there are tool calls; tool_calls arguments are the input
+// serialized as a JSON string. Usage counts the prompt once (the first choice's split) and the
+// output tokens of every choice.
+std::string openai_response_body(std::span<const ChatResult> choices, int64_t created_unix);
+// OpenAI's logprobs entries, one per token: {"token","logprob","bytes":[...],"top_logprobs":
+// [{"token","logprob","bytes"}]}; "token" is the bytes as text (a piece of a UTF-8 character
+// becomes U+FFFD there; "bytes" has them exactly).
+nlohmann::ordered_json openai_logprob_entries(std::span<const TokenLogprob> tokens);
 
 const char* anthropic_stop_reason(FinishReason reason);
 const char* openai_finish_reason(FinishReason reason);

@@ -94,10 +94,15 @@ void read_outputs(const Json& root, ChatRequest& request) {  // and the sampling
       request.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
     }
   }
-  if (optional_bool(root, "logprobs", "").value_or(false))
-    reject_field("logprobs", "log probabilities are not supported yet; omit logprobs");
-  if (const Json* top = find_field(root, "top_logprobs"); top != nullptr && !top->is_null())
-    reject_field("top_logprobs", "log probabilities are not supported yet; omit top_logprobs");
+  if (auto p = optional_number(root, "repetition_penalty", "")) {
+    if (!(*p > 0 && *p <= 10)) reject_field("repetition_penalty", "expected a number above 0 and at most 10 (1 is off)");
+    request.repetition_penalty = static_cast<float>(*p);
+  }
+  const bool logprobs = optional_bool(root, "logprobs", "").value_or(false);
+  const auto top = optional_int(root, "top_logprobs", "");
+  if (top && (*top < 0 || *top > 20)) reject_field("top_logprobs", "expected an integer from 0 to 20");
+  if (top && !logprobs) reject_field("top_logprobs", "needs logprobs: true");
+  if (logprobs) request.top_logprobs = static_cast<int>(top.value_or(0));
 }
 
 }  // namespace
@@ -136,10 +141,14 @@ ChatRequest parse_openai_request(std::string_view body, const RequestLimits& lim
   }
   request.max_tokens = checked_max_tokens(max_tokens.value_or(kDefaultOpenAIMaxTokens), tokens_field, limits);
 
-  if (auto n = optional_int(root, "n", ""); n && *n != 1) reject_field("n", "only n = 1 is supported");
+  if (auto n = optional_int(root, "n", "")) {
+    if (*n < 1 || *n > kMaxChoices) reject_field("n", "expected an integer from 1 to " + std::to_string(kMaxChoices));
+    request.n = static_cast<int>(*n);
+  }
   read_openai_sampling(root, request);
   if (const Json* stop = find_field(root, "stop"); stop != nullptr && !stop->is_null()) request.stop_sequences = read_stop(*stop);
   request.stream = optional_bool(root, "stream", "").value_or(false);
+  if (request.stream && request.n > 1) reject_field("n", "n > 1 is answered without streaming only; set stream to false");
   if (const Json* options = find_field(root, "stream_options"); options != nullptr && !options->is_null()) {
     expect_object(*options, "stream_options");
     request.include_usage = optional_bool(*options, "include_usage", "stream_options").value_or(false);

@@ -21,7 +21,15 @@ nlohmann::ordered_json openai_usage_json(const Usage& usage) {
           {"prompt_tokens_details", {{"cached_tokens", usage.cache_read_input_tokens}}}};
 }
 
-std::string openai_response_body(const ChatResult& result, int64_t created_unix) {
+namespace {
+
+nlohmann::ordered_json choice_entry(const TokenChoice& c) {
+  nlohmann::ordered_json bytes = nlohmann::ordered_json::array();
+  for (char b : c.bytes) bytes.push_back(static_cast<unsigned char>(b));
+  return {{"token", c.bytes}, {"logprob", c.logprob}, {"bytes", std::move(bytes)}};
+}
+
+nlohmann::ordered_json openai_choice(const ChatResult& result, size_t index) {
   std::string text;
   std::string reasoning;
   bool has_text = false;
@@ -54,16 +62,41 @@ std::string openai_response_body(const ChatResult& result, int64_t created_unix)
   if (has_reasoning) message["reasoning_content"] = reasoning;
   if (!tool_calls.empty()) message["tool_calls"] = std::move(tool_calls);
 
-  nlohmann::ordered_json choice = {{"index", 0},
-                                   {"message", std::move(message)},
-                                   {"logprobs", nullptr},
-                                   {"finish_reason", openai_finish_reason(result.finish)}};
-  nlohmann::ordered_json body = {{"id", result.id},
+  return {{"index", index},
+          {"message", std::move(message)},
+          {"logprobs", result.logprobs},
+          {"finish_reason", openai_finish_reason(result.finish)}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json openai_logprob_entries(std::span<const TokenLogprob> tokens) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const TokenLogprob& t : tokens) {
+    nlohmann::ordered_json entry = choice_entry(t.token);
+    nlohmann::ordered_json top = nlohmann::ordered_json::array();
+    for (const TokenChoice& c : t.top) top.push_back(choice_entry(c));
+    entry["top_logprobs"] = std::move(top);
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+std::string openai_response_body(std::span<const ChatResult> choices, int64_t created_unix) {
+  nlohmann::ordered_json listed = nlohmann::ordered_json::array();
+  Usage usage = choices.front().usage;
+  usage.output_tokens = usage.reasoning_tokens = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    listed.push_back(openai_choice(choices[i], i));
+    usage.output_tokens += choices[i].usage.output_tokens;
+    usage.reasoning_tokens += choices[i].usage.reasoning_tokens;
+  }
+  nlohmann::ordered_json body = {{"id", choices.front().id},
                                  {"object", "chat.completion"},
                                  {"created", created_unix},
-                                 {"model", result.model},
-                                 {"choices", nlohmann::ordered_json::array({std::move(choice)})},
-                                 {"usage", openai_usage_json(result.usage)}};
+                                 {"model", choices.front().model},
+                                 {"choices", std::move(listed)},
+                                 {"usage", openai_usage_json(usage)}};
   return to_json_text(body);
 }
 

@@ -12,8 +12,8 @@ std::string data_line(const Json& data) { return "data: " + to_json_text(data) +
 
 }  // namespace
 
-std::string OpenAIStreamWriter::chunk(Json delta, const Json& finish_reason) const {
-  Json choice = {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+std::string OpenAIStreamWriter::chunk(Json delta, const Json& finish_reason, Json logprobs) const {
+  Json choice = {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)}, {"finish_reason", finish_reason}};
   Json data = {{"id", id_},
                {"object", "chat.completion.chunk"},
                {"created", created_},
@@ -45,6 +45,11 @@ std::string OpenAIStreamWriter::tool_use(const std::string& id, const std::strin
   Json opening = {{"index", index}, {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", ""}}}};
   Json arguments = {{"index", index}, {"function", {{"arguments", to_json_text(input.is_object() ? input : Json::object())}}}};
   return chunk({{"tool_calls", Json::array({std::move(opening)})}}) + chunk({{"tool_calls", Json::array({std::move(arguments)})}});
+}
+
+std::string OpenAIStreamWriter::logprobs(const Json& entries) {
+  if (finished_ || entries.empty()) return {};
+  return chunk(Json::object(), nullptr, {{"content", entries}, {"refusal", nullptr}});
 }
 
 std::string OpenAIStreamWriter::finish(FinishReason reason, const std::string&, const Usage& usage) {

@@ -13,6 +13,7 @@ class OpenAIStreamWriter final : public StreamWriter {
   std::string text(std::string_view delta) override;
   std::string thinking(std::string_view delta) override;
   std::string tool_use(const std::string& id, const std::string& name, const nlohmann::ordered_json& input) override;
+  std::string logprobs(const nlohmann::ordered_json& entries) override;
   std::string finish(FinishReason reason, const std::string& stop_sequence, const Usage& usage) override;
   // OpenAI has no ping event; an SSE comment keeps proxies from timing the connection out and every
   // client ignores it.
@@ -20,7 +21,8 @@ class OpenAIStreamWriter final : public StreamWriter {
   std::string error(const ApiError& error) override;
 
  private:
-  std::string chunk(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish_reason = nullptr) const;
+  std::string chunk(nlohmann::ordered_json delta, const nlohmann::ordered_json& finish_reason = nullptr,
+                    nlohmann::ordered_json logprobs = nullptr) const;
 
   bool include_usage_;
   int64_t created_;

@@ -195,7 +195,11 @@ void read_outputs(const Json& root, ChatRequest& request) {
   if (const Json* prompt = find_field(root, "prompt"); prompt != nullptr && !prompt->is_null())
     reject_field("prompt", "stored prompt templates are not supported; send instructions and input");
   if (const Json* top = find_field(root, "top_logprobs"); top != nullptr && !top->is_null())
-    reject_field("top_logprobs", "log probabilities are not supported yet; omit top_logprobs");
+    reject_field("top_logprobs", "log probabilities are served through Chat Completions only; omit top_logprobs");
+  if (const Json* include = find_field(root, "include"); include != nullptr && include->is_array())
+    for (size_t i = 0; i < include->size(); ++i)
+      if ((*include)[i] == "message.output_text.logprobs")
+        reject_field(join_path("include", i), "log probabilities are served through Chat Completions only; omit it");
   if (const Json* text = find_field(root, "text"); text != nullptr && !text->is_null()) {
     expect_object(*text, "text");
     if (const Json* format = find_field(*text, "format"); format != nullptr && !format->is_null())

@@ -23,7 +23,7 @@
 // strict flag. Accepted with no effect: store (keel keeps no responses), include, metadata,
 // service_tier, truncation "disabled"/"auto", text.verbosity, stream_options, safety_identifier.
 // Refused: previous_response_id and conversation (keel keeps no responses: send the whole
-// conversation as input), background, prompt, top_logprobs.
+// conversation as input), background, prompt, top_logprobs and include "message.output_text.logprobs".
 //
 // Threads: pure functions of the body and limits; any HTTP thread, many at once.
 #include "keel/api/chat_request.h"

@@ -15,7 +15,8 @@
 //
 // OpenAI (data: JSON\n\n): a first chunk with delta {"role":"assistant","content":""}; content and
 // reasoning_content deltas; a tool call as delta.tool_calls [{index,id,type,function:{name,
-// arguments:""}}] then one chunk with its arguments; finish sends a chunk with an empty delta and
+// arguments:""}}] then one chunk with its arguments; logprobs in a chunk of their own (empty delta,
+// "logprobs":{"content":[...]}), null in the others; finish sends a chunk with an empty delta and
 // finish_reason, with include_usage a chunk with "choices":[] and usage (every earlier chunk then
 // carries "usage":null), and data: [DONE].
 //
@@ -42,6 +43,9 @@ class StreamWriter {
   virtual std::string text(std::string_view delta) = 0;
   virtual std::string thinking(std::string_view delta) = 0;
   virtual std::string tool_use(const std::string& id, const std::string& name, const nlohmann::ordered_json& input) = 0;
+  // OpenAI logprobs entries (openai_logprob_entries) of the next output tokens; the other
+  // protocols carry none and write nothing.
+  virtual std::string logprobs(const nlohmann::ordered_json& /*entries*/) { return {}; }
   virtual std::string finish(FinishReason reason, const std::string& stop_sequence, const Usage& usage) = 0;
   virtual std::string ping() = 0;
   // A failure after the stream started: the protocol's error event; the stream is over after it.

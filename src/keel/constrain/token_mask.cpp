@@ -53,11 +53,7 @@ Vocabulary::Vocabulary(const text::Tokenizer& tokenizer, size_t rows) : bytes_(r
     if (tokenizer.is_added(token)) continue;  // markup (<tool_call>, <|im_end|>), never value text
     std::string text;
     try {
-      // Mid-output, as a token after others: no leading-space stripping of the first token.
-      text::Decoder::State state;
-      state.first_token = false;
-      state.past_start = true;
-      text = tokenizer.decode_token_bytes(token, state);
+      text = tokenizer.token_bytes(token);  // mid-output, as a token after others
     } catch (const Error&) {
       continue;  // a hole in the vocabulary
     }
@@ -128,14 +124,14 @@ void Vocabulary::walk(const Matcher& matcher, uint32_t node, const std::vector<S
 }
 
 FrameMask Vocabulary::compute_frame_mask(const Matcher& matcher, const Frame& frame) const {
-  FrameMask mask{TokenSet(rows()), {}};
+  FrameMask mask{TokenSet(rows()), {}, {}};
   std::vector<std::vector<Stack>> levels(max_depth_ + 1);  // one per byte of the longest token
   walk(matcher, 0, {Stack{frame}}, mask, 0, levels, true);
   return mask;
 }
 
 TokenSet Vocabulary::compute_stack_mask(const Matcher& matcher, const Stack& stack) const {
-  FrameMask mask{TokenSet(rows()), {}};
+  FrameMask mask{TokenSet(rows()), {}, {}};
   std::vector<std::vector<Stack>> levels(max_depth_ + 1);
   walk(matcher, 0, {stack}, mask, 0, levels, false);
   return std::move(mask.taken);

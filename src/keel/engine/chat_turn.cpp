@@ -77,6 +77,10 @@ class TurnRunner {
   }
 
   bool started() const { return seq_ != nullptr; }
+  bool prefilled() const { return prefilled_; }
+  void share_prompt() {
+    if (seq_) seq_->publish();
+  }
   bool done() const { return done_ && wrapped_; }
   int64_t pending_tokens() const { return static_cast<int64_t>(pending_ids_.size() - pending_at_); }
   int64_t sequence_size() const { return seq_ ? seq_->size() : 0; }
@@ -165,6 +169,7 @@ class TurnRunner {
   void wrap_up() {
     if (wrapped_) return;
     wrapped_ = true;
+    emit_settled_logprobs(true);
     if (!prefilled_) result_.stats.prefill_seconds = seconds_since(start_);
     result_.stats.decode_seconds = prefilled_ ? seconds_since(decode_start_) : 0.0;
     result_.stats.output_tokens = produced_;
@@ -191,20 +196,28 @@ class TurnRunner {
     return toolcall::ends_turn(parser_options_.format, token) || !toolcall::is_output_syntax(parser_options_.format, token);
   }
 
-  // The next token: the budget's end-of-reasoning marker while it is being written, else sampled.
+  // The next token: the budget's end-of-reasoning marker or a call opener while it is being
+  // written, else sampled. With logprobs asked for, a written token is reported with the model's
+  // probability of it too (without the grammar, which does not apply to keel's own markup).
   int32_t next_token() {
-    if (!forced_.empty()) {
-      const int32_t id = forced_.front();
-      forced_.erase(forced_.begin());
-      return id;
+    const bool forced = !forced_.empty();
+    if (!forced || options_.top_logprobs) {
+      // The processor stands for the model's own preferences (a bias, a test's script); the masks
+      // come after it, so nothing it does brings back a token without text or one a grammar refuses.
+      if (options_.logits_processor) options_.logits_processor(generated_, logits_);
+      adjust_logits();
+      mask_logits(logits_, model_.ids_without_token());
     }
-    // The processor stands for the model's own preferences (a bias, a test's script); the masks
-    // come after it, so nothing it does brings back a token without text or one a grammar refuses.
-    if (options_.logits_processor) options_.logits_processor(generated_, logits_);
-    adjust_logits();
-    mask_logits(logits_, model_.ids_without_token());
-    constrainer_.mask(logits_, position());
-    return sampler_.sample(logits_);
+    int32_t id = 0;
+    if (forced) {
+      id = forced_.front();
+      forced_.erase(forced_.begin());
+    } else {
+      constrainer_.mask(logits_, position());
+      id = sampler_.sample(logits_);
+    }
+    if (options_.top_logprobs) next_logprob_ = token_logprob(logits_, id, *options_.top_logprobs);
+    return id;
   }
 
   // logit_bias and the penalties (TurnOptions). The counts are of the kept output: a rewind drops
@@ -212,10 +225,51 @@ class TurnRunner {
   void adjust_logits() {
     for (const auto& [id, bias] : options_.logit_bias)
       if (static_cast<size_t>(id) < logits_.size()) logits_[static_cast<size_t>(id)] += bias;
-    if (options_.presence_penalty == 0 && options_.frequency_penalty == 0) return;
-    for (const auto& [id, count] : written_)
-      logits_[static_cast<size_t>(id)] -=
-          options_.presence_penalty + options_.frequency_penalty * static_cast<float>(count);
+    if (options_.presence_penalty != 0 || options_.frequency_penalty != 0) {
+      for (const auto& [id, count] : written_)
+        logits_[static_cast<size_t>(id)] -=
+            options_.presence_penalty + options_.frequency_penalty * static_cast<float>(count);
+    }
+    if (options_.repetition_penalty != 1.0f) {
+      auto repeat = [&](int32_t id) {
+        float& l = logits_[static_cast<size_t>(id)];
+        l = l > 0 ? l / options_.repetition_penalty : l * options_.repetition_penalty;
+      };
+      for (int32_t id : prompt_tokens()) repeat(id);
+      for (const auto& [id, count] : written_)
+        if (!std::binary_search(prompt_tokens_.begin(), prompt_tokens_.end(), id)) repeat(id);
+    }
+  }
+
+  // The prompt's distinct ids, sorted (the repetition penalty's), computed on first use.
+  const std::vector<int32_t>& prompt_tokens() {
+    if (prompt_tokens_.empty()) {
+      for (int32_t id : prompt_.ids)
+        if (id >= 0 && static_cast<size_t>(id) < logits_.size()) prompt_tokens_.push_back(id);
+      std::sort(prompt_tokens_.begin(), prompt_tokens_.end());
+      prompt_tokens_.erase(std::unique(prompt_tokens_.begin(), prompt_tokens_.end()), prompt_tokens_.end());
+    }
+    return prompt_tokens_;
+  }
+
+  // Reports the logprobs of the output tokens no retry can take back any more: those the parser
+  // has decided on (all of them once the output has ended).
+  void emit_settled_logprobs(bool all) {
+    if (!options_.top_logprobs) return;
+    const size_t decided = all ? text_.size() : text_.size() - std::min(text_.size(), parser_->held_bytes());
+    size_t settled = logprobs_sent_;
+    while (settled < logprobs_.size() && (all || token_ends_[settled] <= decided)) ++settled;
+    if (settled == logprobs_sent_) return;
+    TurnEvent e{TurnEvent::Kind::Logprobs, {}, {}, {}, {}};
+    const text::Tokenizer& tok = model_.tokenizer();
+    for (size_t i = logprobs_sent_; i < settled; ++i) {
+      TokenLogprob lp = logprobs_[i];
+      lp.token.bytes = tok.token_bytes(lp.token.id);
+      for (TokenChoice& c : lp.top) c.bytes = tok.token_bytes(c.id);
+      e.logprobs.push_back(std::move(lp));
+    }
+    logprobs_sent_ = settled;
+    emit_(std::move(e));
   }
 
   // A request that requires a call (tool_choice any / required, or a named tool) gets the format's
@@ -261,6 +315,7 @@ class TurnRunner {
         continue;
       }
       generated_.push_back(next);
+      if (options_.top_logprobs) logprobs_.push_back(std::move(next_logprob_));
       ++written_[next];
       const std::string piece = decoder_.feed(next);
       text_ += piece;
@@ -273,6 +328,7 @@ class TurnRunner {
       if (was_reasoning || parser_->in_reasoning()) answer_start_ = text_.size();
       constrainer_.wrote(next, position());
       if (handle(events) == Handled::Rewound) continue;
+      emit_settled_logprobs(false);
       if (done_) return;
       if (produced_ >= options_.max_tokens) break;
       if (seq_->size() >= session_.capacity()) {
@@ -318,7 +374,7 @@ class TurnRunner {
           emit_text(e.text);
           break;
         case toolcall::ParseEvent::Kind::Reasoning:
-          if (!e.text.empty()) emit_(TurnEvent{TurnEvent::Kind::Reasoning, std::move(e.text), {}, {}});
+          if (!e.text.empty()) emit_(TurnEvent{TurnEvent::Kind::Reasoning, std::move(e.text), {}, {}, {}});
           break;
         case toolcall::ParseEvent::Kind::Call:
           if (options_.tool_use == ToolUse::Disabled || options_.tools.is_null()) {
@@ -346,7 +402,7 @@ class TurnRunner {
   }
 
   void emit_text_now(const std::string& text) {
-    if (!text.empty()) emit_(TurnEvent{TurnEvent::Kind::Text, text, {}, {}});
+    if (!text.empty()) emit_(TurnEvent{TurnEvent::Kind::Text, text, {}, {}, {}});
   }
 
   Handled handle_call(const toolcall::ParsedCall& call) {
@@ -358,7 +414,7 @@ class TurnRunner {
     }
     if (checked.valid) {
       ++result_.stats.valid_calls;
-      emit_(TurnEvent{TurnEvent::Kind::ToolCall, {}, std::move(checked.name), std::move(checked.arguments)});
+      emit_(TurnEvent{TurnEvent::Kind::ToolCall, {}, std::move(checked.name), std::move(checked.arguments), {}});
       if (!options_.parallel_tool_calls) finish(TurnFinish::ToolUse);
       return Handled::Continue;
     }
@@ -400,6 +456,7 @@ class TurnRunner {
 
     generated_.resize(keep);
     token_ends_.resize(keep);
+    if (options_.top_logprobs) logprobs_.resize(keep);
     written_.clear();
     for (int32_t id : generated_) ++written_[id];
     text_.resize(keep == 0 ? 0 : token_ends_.back());
@@ -472,6 +529,10 @@ class TurnRunner {
 
   std::vector<int32_t> generated_;   // this turn's tokens (after rewinds: the kept ones)
   std::map<int32_t, int64_t> written_;  // how often each of them occurs, for the penalties
+  std::vector<int32_t> prompt_tokens_;  // the prompt's distinct ids (prompt_tokens())
+  TokenLogprob next_logprob_;          // of the token next_token() just returned
+  std::vector<TokenLogprob> logprobs_;  // of generated_, when asked for
+  size_t logprobs_sent_ = 0;            // of them, reported (settled: never taken back)
   std::string text_;                 // their decoded text
   std::vector<size_t> token_ends_;   // text_ offset where each token's text ends
   size_t parser_text_bytes_ = 0;     // text the parser has released and we have passed on
@@ -498,6 +559,8 @@ Turn::~Turn() = default;
 void Turn::start() { runner_->start(); }
 bool Turn::started() const { return runner_->started(); }
 bool Turn::done() const { return runner_->done(); }
+bool Turn::prefilled() const { return runner_->prefilled(); }
+void Turn::share_prompt() { runner_->share_prompt(); }
 std::optional<ForwardSegment> Turn::next_segment(int64_t max_tokens) { return runner_->next_segment(max_tokens); }
 int64_t Turn::prepare_pass() { return runner_->prepare_pass(); }
 int64_t Turn::pending_tokens() const { return runner_->pending_tokens(); }

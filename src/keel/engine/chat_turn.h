@@ -17,6 +17,7 @@
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
 #include "keel/engine/stop_matcher.h"
+#include "keel/engine/token_logprobs.h"
 #include "keel/toolcall/tool_call_parser.h"
 
 namespace keel {
@@ -35,6 +36,12 @@ struct TurnOptions {
   std::vector<std::pair<int32_t, float>> logit_bias;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  // As Hugging Face and vLLM define it, after the two above: every token of the prompt or the
+  // output so far has a positive logit divided by it and a negative one multiplied. 1: off.
+  float repetition_penalty = 1.0f;
+  // Report each output token's log probability (token_logprobs.h) with this many alternatives
+  // (0-20), as TurnEvent::Kind::Logprobs events. nullopt: none.
+  std::optional<int> top_logprobs;
   std::vector<std::string> stop_sequences;
   nlohmann::ordered_json tools;  // function form, or null
   ToolUse tool_use = ToolUse::Auto;
@@ -62,11 +69,15 @@ struct TurnOptions {
 };
 
 struct TurnEvent {
-  enum class Kind { Text, Reasoning, ToolCall };
+  enum class Kind { Text, Reasoning, ToolCall, Logprobs };
   Kind kind = Kind::Text;
   std::string text;
   std::string name;                   // ToolCall
   nlohmann::ordered_json arguments;  // ToolCall: checked and coerced against the schema
+  // Logprobs: the next output tokens', in order, once no retry can take them back (each token of
+  // the output once: text, reasoning and call tokens alike, a forced marker's too). They may come
+  // before or after the events that carry their text.
+  std::vector<TokenLogprob> logprobs;
 };
 
 enum class TurnFinish { EndTurn, MaxTokens, StopSequence, ToolUse, Cancelled, ContextFull };
@@ -118,6 +129,10 @@ class Turn {
   void start();
   bool started() const;  // holds a sequence
   bool done() const;
+  bool prefilled() const;  // the whole prompt has run
+  // Offers the sequence's complete blocks to the prefix cache now, for turns with the same prompt
+  // (Scheduler's followers); they are offered anyway when the turn ends.
+  void share_prompt();
 
   // The next pass's share: up to `max_tokens` (> 0) of the tokens that must run before the next
   // sample (the rest of the prompt, the token just sampled, or what a rewind replays), appended to

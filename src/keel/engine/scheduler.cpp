@@ -228,6 +228,7 @@ void Scheduler::step() {
       for (Entry* m : members) {
         try {
           m->turn->after_pass();
+          if (!m->job.followers.empty() && m->turn->prefilled()) release_followers(*m, nullptr);
           if (m->turn->done()) finish(*m, nullptr);
         } catch (...) {
           finish(*m, std::current_exception());
@@ -281,11 +282,35 @@ void Scheduler::finish(Entry& entry, std::exception_ptr error) {
     result.finish = TurnFinish::Cancelled;
   }
   if (result.stats.prompt_tokens == 0) result.stats.prompt_tokens = static_cast<int64_t>(entry.job.prompt->ids.size());
+  release_followers(entry, error);
   entry.turn.reset();  // its sequence goes back to the session
   try {
     if (entry.job.done) entry.job.done(std::move(result), error);
   } catch (...) {
     // A callback that throws has nobody to tell; the engine thread goes on.
+  }
+}
+
+void Scheduler::release_followers(Entry& leader, std::exception_ptr error) {
+  std::vector<TurnJob> followers = std::move(leader.job.followers);
+  leader.job.followers.clear();
+  if (followers.empty()) return;
+  if (!error && leader.turn && leader.turn->started()) leader.turn->share_prompt();
+  std::unique_lock lock(mutex_);
+  if (!error && !stopping_) {
+    for (auto it = followers.rbegin(); it != followers.rend(); ++it) {
+      auto entry = std::make_unique<Entry>();
+      entry->job = std::move(*it);
+      waiting_.push_front(std::move(entry));
+    }
+    stats_.waiting = waiting_.size();
+    return;
+  }
+  lock.unlock();
+  for (TurnJob& job : followers) {
+    Entry entry;
+    entry.job = std::move(job);
+    finish(entry, error);
   }
 }
 

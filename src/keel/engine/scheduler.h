@@ -61,6 +61,10 @@ struct TurnJob {
   std::function<void(TurnResult, std::exception_ptr)> done;
   // Low priority: runs only when no other turn runs or waits (a warm-up).
   bool background = false;
+  // Turns with the same prompt (OpenAI n > 1). They wait until this one's prompt has run, then
+  // its complete blocks go to the prefix cache and they queue ahead of every waiting turn, so
+  // they reuse the prompt instead of prefilling it again. If this one fails first, so do they.
+  std::vector<TurnJob> followers;
 };
 
 struct SchedulerStats {
@@ -102,6 +106,9 @@ class Scheduler {
   void start_turn(Turn& turn);
   void step();
   void finish(Entry& entry, std::exception_ptr error);
+  // The leader's prompt has run (or the leader ended): its followers queue first, or end with
+  // `error` (and when the scheduler is stopping).
+  void release_followers(Entry& leader, std::exception_ptr error);
   void drop_unrunnable_waiting();
   void relieve_memory(std::exception_ptr capacity_error);
   // Suspends the running background turns when any other turn runs or waits.

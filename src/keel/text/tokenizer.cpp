@@ -209,6 +209,13 @@ std::string Tokenizer::decode_token_bytes(int32_t id, Decoder::State& state) con
   return impl_->decoder.decode_token(token_text(id), state);
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  Decoder::State state;
+  state.first_token = false;
+  state.past_start = true;
+  return decode_token_bytes(id, state);
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   Decoder::State state;
   std::string bytes;

@@ -62,6 +62,9 @@ class Tokenizer {
 
   // The raw bytes one token contributes given the decoding state so far (used by StreamDecoder).
   std::string decode_token_bytes(int32_t id, Decoder::State& state) const;
+  // The raw bytes the token writes after other tokens (no leading-space stripping of a first
+  // token); may be a piece of a UTF-8 character. Throws keel::Error for an id outside the vocabulary.
+  std::string token_bytes(int32_t id) const;
 
   struct Impl;
 

@@ -58,6 +58,7 @@ class StreamingOutputParser final : public OutputParser {
   }
 
   bool in_reasoning() const override { return region_ == Region::Reasoning; }
+  size_t held_bytes() const override { return buf_.size(); }
 
  private:
   struct Candidate {

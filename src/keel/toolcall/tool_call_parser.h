@@ -42,6 +42,9 @@ class OutputParser {  // one per generated turn
   virtual void finish(std::vector<ParseEvent>& events) = 0;
   // The text fed so far ends inside a reasoning block (a budget can close it).
   virtual bool in_reasoning() const = 0;
+  // The last bytes fed that no event has accounted for yet (text that could still open a marker
+  // or a call, a call not yet complete): everything before them is decided for good.
+  virtual size_t held_bytes() const = 0;
 };
 
 struct OutputParserOptions {
