@@ -3,9 +3,11 @@
 // all weight formats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
@@ -251,6 +253,43 @@ TEST(Engine, SamplerFilters) {
   EXPECT_THROW(Sampler({-1.0, 0, 1.0, 0.0, 0}), Error);
   EXPECT_THROW(Sampler({1.0, 0, -0.1, 0.0, 0}), Error);
   EXPECT_THROW(Sampler({1.0, 0, 1.5, 0.0, 0}), Error);
+}
+
+// The sampler orders only as many candidates as its cuts need, in growing chunks; what it draws
+// must still follow the distribution the cuts leave. 300 tokens with a slowly falling logit, so
+// top_p's set (about 200 of them) spans several chunks; a masked token is never drawn.
+TEST(Engine, SamplerDrawsFromTheDistributionItsCutsLeave) {
+  constexpr int kTokens = 300;
+  std::vector<float> logits(kTokens);
+  for (int i = 0; i < kTokens; ++i) logits[static_cast<size_t>(i)] = -0.006f * static_cast<float>((i * 79) % kTokens);
+  logits[150] = -std::numeric_limits<float>::infinity();
+  auto expected = [&](double top_p) {
+    std::vector<std::pair<double, int>> p;
+    for (int i = 0; i < kTokens; ++i) p.emplace_back(std::exp(double(logits[static_cast<size_t>(i)])), i);
+    std::sort(p.begin(), p.end(), [](auto a, auto b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    double total = 0;
+    for (auto& [w, i] : p) total += w;
+    std::vector<double> out(kTokens, 0.0);
+    double cumulative = 0, kept = 0;
+    size_t n = 0;
+    while (n < p.size() && cumulative < top_p * total) cumulative += p[n++].first;
+    for (size_t k = 0; k < n; ++k) kept += p[k].first;
+    for (size_t k = 0; k < n; ++k) out[static_cast<size_t>(p[k].second)] = p[k].first / kept;
+    return out;
+  };
+  for (double top_p : {1.0, 0.7}) {
+    Sampler sampler({1.0, 0, top_p, 0.0, 11});
+    constexpr int kDraws = 60000;
+    std::vector<int> seen(kTokens, 0);
+    for (int d = 0; d < kDraws; ++d) ++seen[static_cast<size_t>(sampler.sample(logits))];
+    const std::vector<double> want = expected(top_p);
+    EXPECT_EQ(seen[150], 0);
+    // Per kept token 200 to 300 draws are expected: five standard deviations, and the sets agree.
+    for (int i = 0; i < kTokens; ++i) {
+      const double mean = want[static_cast<size_t>(i)] * kDraws;
+      EXPECT_NEAR(seen[static_cast<size_t>(i)], mean, 5 * std::sqrt(mean) + 1e-9) << "token " << i << ", top_p " << top_p;
+    }
+  }
 }
 
 // Every weight format through both matmul paths (one token: fused kernels; several: row tiles)

@@ -36,18 +36,22 @@ TEST(ServePaddedVocab, RowsWithoutATokenAreNeverSampled) {
   TempDir tmp;
   ServerProcess server({"--model", padded_talker(tmp).string(), "--alias", "*"});
   auto client = server.client();
+  int64_t sampled = 0;
   for (int seed = 1; seed <= 3; ++seed) {
     const json chat = {{"model", "m"}, {"max_tokens", 64}, {"temperature", 1.5}, {"seed", seed},
                        {"messages", json::array({{{"role", "user"}, {"content", "Tell me a story."}}})}};
     const JsonResponse r = post_json(client, "/v1/chat/completions", chat);
     ASSERT_EQ(r.status, 200) << r.text;
-    EXPECT_EQ(r.body["usage"]["completion_tokens"], 64) << r.text;  // random weights rarely end early
+    // Random weights end early only by drawing one of the tokens that end a turn.
+    sampled += r.body["usage"]["completion_tokens"].get<int64_t>();
+    EXPECT_EQ(r.body["choices"][0]["message"]["content"].get<std::string>().empty(), false) << r.text;
     json streamed = chat;
     streamed["stream"] = true;
     const JsonResponse s = post_json(client, "/v1/chat/completions", streamed);
     ASSERT_EQ(s.status, 200);
     EXPECT_EQ(s.text.find("\"error\""), std::string::npos) << s.text;
   }
+  EXPECT_GE(sampled, 96);  // of 192: most of them drawn where most of the mass is padding
   EXPECT_EQ(server.log().find(", error: "), std::string::npos) << server.log();
 }
 
