@@ -75,6 +75,24 @@ TEST(ConstrainGrammar, ValuesOfEveryKind) {
   EXPECT_TRUE(matches(Json::parse("true"), "[]"));
 }
 
+// Raw text up to a terminator (Qwen3-Coder's XML parameter values): anything UTF-8, quotes,
+// backslashes and newlines included, ends at the first whole terminator, however much of it came
+// before; a partial terminator is text.
+TEST(ConstrainGrammar, TextRunsToTheFirstWholeTerminator) {
+  Grammar g;
+  g.root = g.add_sequence({g.add_text("\n</parameter>"), g.add_literal("!")});
+  EXPECT_TRUE(matches(g, "Paris\n</parameter>!"));
+  EXPECT_TRUE(matches(g, "\n</parameter>!"));  // empty
+  EXPECT_TRUE(matches(g, "a \"quoted\" \\path\n\tnext line\n</parameter>!"));
+  EXPECT_TRUE(matches(g, "<a>\n</param>\n\n</parameter>!"));  // a partial terminator, then a newline starting it again
+  EXPECT_TRUE(matches(g, "caf\xC3\xA9 \xF0\x9F\x99\x82\n</parameter>!"));
+  EXPECT_FALSE(matches(g, "Paris\n</parameter>"));             // not complete without what follows
+  EXPECT_FALSE(matches(g, "a\n</parameter>b\n</parameter>!"));  // the first terminator ends it
+  EXPECT_FALSE(matches(g, "bad \xC3\n</parameter>!"));         // a UTF-8 sequence cut short
+  EXPECT_FALSE(matches(g, "nul \x01\n</parameter>!"));
+  EXPECT_FALSE(matches(g, "Paris</parameter>!"));                // the terminator's newline is part of it
+}
+
 TEST(ConstrainGrammar, RecursiveReferences) {
   const Json tree = Json::parse(R"({"$ref":"#/$defs/node","$defs":{"node":{"type":"object",
       "properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#/$defs/node"}}},

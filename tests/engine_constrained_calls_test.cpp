@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/constrain/matcher.h"
 #include "keel/engine/chat_turn.h"
 #include "keel/engine/output_constraint.h"
 #include "keel/kv/kv_footprint.h"
@@ -33,14 +34,15 @@ json weather_tool() {
 }
 
 struct Family {
+  std::string label;
   toolcall::ToolCallFormat format;
   std::vector<std::pair<std::string, std::string>> renamed;  // the tool caller's markers, renamed
   std::string invalid, valid;  // the model's first and second choice of output
 };
 
 ServedModel& load(const Family& f) {
-  static std::map<toolcall::ToolCallFormat, std::pair<std::unique_ptr<TempDir>, std::unique_ptr<ServedModel>>> models;
-  auto& [dir, model] = models[f.format];
+  static std::map<std::string, std::pair<std::unique_ptr<TempDir>, std::unique_ptr<ServedModel>>> models;
+  auto& [dir, model] = models[f.label];
   if (!model) {
     dir = std::make_unique<TempDir>();
     const auto src = tiny_toolcaller_dir();
@@ -137,20 +139,63 @@ TEST_P(ConstrainedCalls, TheGrammarTurnsTheModelsInvalidCallIntoAValidOne) {
   EXPECT_GT(constrained.stats.constrained_tokens, 5);
 }
 
+// Qwen3-Coder's XML call grammar, byte by byte: parameters in the schema's order, the required
+// ones always and the optional ones or not; raw text where a string may go, JSON where the schema
+// allows no string, an enum's values; a tool that is not constrained takes anything.
+TEST(ConstrainedCallGrammars, Qwen3CoderXmlParameters) {
+  const json tools = json::parse(R"([{"type":"function","function":{"name":"Bash","parameters":{"type":"object",
+    "properties":{"command":{"type":"string"},"timeout":{"type":"integer"},"mode":{"enum":["fast","safe"]},
+    "env":{"type":"object","properties":{"A":{"type":"boolean"}}}},"required":["command"]}}},
+    {"type":"function","function":{"name":"Free","parameters":{"type":"object"}}}])");
+  OutputGrammars grammars;
+  add_call_grammars(grammars, toolcall::ToolCallFormat::Qwen3CoderXml, tools, [](const std::string& name) { return name == "Bash"; });
+  ASSERT_NE(grammars.any_call, nullptr);
+  auto matches = [&](const std::string& call) {
+    constrain::Matcher m(*grammars.any_call, false);
+    constrain::MatchState s = m.start();
+    return m.advance(s, call) && m.accepting(s);
+  };
+  auto param = [](const std::string& key, const std::string& value) { return "<parameter=" + key + ">\n" + value + "\n</parameter>\n"; };
+  const std::string open = "\n<function=Bash>\n", close = "</function>";
+  EXPECT_TRUE(matches(open + param("command", "ls \"a b\"\necho \\n") + close));
+  EXPECT_TRUE(matches(open + param("command", "ls") + param("timeout", "30") + param("mode", "safe") +
+                      param("env", "{\"A\": true}") + close));
+  EXPECT_FALSE(matches(open + param("timeout", "30") + close));                          // command is required
+  EXPECT_FALSE(matches(open + param("command", "ls") + param("timeout", "thirty") + close));  // not an integer
+  EXPECT_FALSE(matches(open + param("command", "ls") + param("mode", "slow") + close));       // not in the enum
+  EXPECT_FALSE(matches(open + param("command", "ls") + param("env", "{\"A\": 1}") + close));  // A is a boolean
+  EXPECT_FALSE(matches(open + param("command", "ls") + param("user", "me") + close));         // undeclared
+  EXPECT_FALSE(matches(open + param("timeout", "30") + param("command", "ls") + close));      // the schema's order
+  EXPECT_TRUE(matches("\n<function=Free>\n<parameter=anything>\nat all\n</parameter>\n</function>"));
+  EXPECT_FALSE(matches("\n<function=Other>\n</function>"));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Formats, ConstrainedCalls,
     ::testing::Values(
-        Family{toolcall::ToolCallFormat::Hermes, {},
+        Family{"Hermes", toolcall::ToolCallFormat::Hermes, {},
                "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": Paris, \"unit\": \"celsius\"}}\n</tool_call>",
                "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>"},
-        Family{toolcall::ToolCallFormat::Llama3Json, {{"<tool_call>", "<|python_tag|>"}},
+        // Qwen3-Coder: an enum's value out of its set (a string type is raw text, never invalid).
+        Family{"Qwen3CoderXml", toolcall::ToolCallFormat::Qwen3CoderXml, {},
+               "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\nkelvin\n"
+               "</parameter>\n</function>\n</tool_call>",
+               "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n"
+               "</parameter>\n</function>\n</tool_call>"},
+        Family{"Llama3", toolcall::ToolCallFormat::Llama3Json, {{"<tool_call>", "<|python_tag|>"}},
                "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": Paris, \"unit\": \"celsius\"}}",
                "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}"},
-        Family{toolcall::ToolCallFormat::Harmony, {{"<tool_call>", "<|call|>"}, {"</tool_call>", "<|return|>"}},
+        // Mistral's two forms: an array of calls (v3 tokenizers), the tool named before [ARGS] (v11 on).
+        Family{"MistralArray", toolcall::ToolCallFormat::Mistral, {{"<tool_call>", "[TOOL_CALLS]"}},
+               "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": Paris, \"unit\": \"celsius\"}}]",
+               "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}]"},
+        Family{"MistralArgs", toolcall::ToolCallFormat::Mistral, {{"<tool_call>", "[TOOL_CALLS]"}, {"</tool_call>", "[ARGS]"}},
+               "[TOOL_CALLS]get_weather[ARGS]{\"city\": Paris, \"unit\": \"celsius\"}",
+               "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\", \"unit\": \"celsius\"}"},
+        Family{"Harmony", toolcall::ToolCallFormat::Harmony, {{"<tool_call>", "<|call|>"}, {"</tool_call>", "<|return|>"}},
                "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": Paris, \"unit\": \"celsius\"}<|call|>",
                "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\", \"unit\": \"celsius\"}<|call|>"}),
-    [](const auto& info) { return std::string(toolcall::tool_call_format_info(info.param.format).name) == "hermes" ? "Hermes"
-                                  : info.param.format == toolcall::ToolCallFormat::Harmony ? "Harmony" : "Llama3"; });
+    [](const auto& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace keel::test

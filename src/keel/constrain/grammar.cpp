@@ -1,5 +1,7 @@
 #include "keel/constrain/grammar.h"
 
+#include "keel/util/error.h"
+
 #include <algorithm>
 
 #include "keel/constrain/matcher.h"
@@ -76,6 +78,14 @@ uint32_t Grammar::add_sequence(std::vector<uint32_t> parts) {
 uint32_t Grammar::add_whitespace() {
   GrammarNode node;
   node.kind = NodeKind::Whitespace;
+  return add(std::move(node));
+}
+
+uint32_t Grammar::add_text(std::string terminator) {
+  if (terminator.empty() || terminator.size() > 15) throw InternalError("constrain: a text terminator of 1 to 15 bytes");
+  GrammarNode node;
+  node.kind = NodeKind::Text;
+  node.terminator = std::move(terminator);
   return add(std::move(node));
 }
 

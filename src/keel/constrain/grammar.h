@@ -76,6 +76,7 @@ enum class NodeKind : uint8_t {
   Choice,      // any one of `children` (anyOf, oneOf, a type list); never a frame of its own
   Sequence,    // `children` one after another
   Whitespace,  // optional JSON whitespace, as between two JSON tokens (kMaxIndent)
+  Text,        // raw UTF-8 text up to and including the first `terminator` (an XML parameter's value)
 };
 
 // Whitespace between JSON tokens is what JSON writers produce: nothing, one space, or a newline
@@ -99,6 +100,7 @@ struct GrammarNode {
   uint32_t key_string = ByteTrie::kNone;  // Object with `additional`: a String node an undeclared key is read by
   uint32_t items = 0;                      // Array: the item node
   uint32_t min_items = 0, max_items = UINT32_MAX;
+  std::string terminator;  // Text: ASCII, at most 15 bytes; the text cannot contain it before its end
 };
 
 struct GrammarMaskCache;  // token_mask.cpp
@@ -126,6 +128,7 @@ struct Grammar {
   uint32_t add_literal(std::string_view text);
   uint32_t add_sequence(std::vector<uint32_t> parts);
   uint32_t add_whitespace();
+  uint32_t add_text(std::string terminator);
 };
 
 }  // namespace keel::constrain

@@ -75,6 +75,18 @@ uint8_t string_body_step(uint8_t state, uint8_t b) {
   }
 }
 
+namespace {
+
+// Raw text (Text nodes) is UTF-8 as a string's body is, but quotes and backslashes are plain
+// characters and newlines, tabs and carriage returns are allowed; other control bytes are not.
+uint8_t text_step(uint8_t state, uint8_t b) {
+  if (state == 0 && (b == '"' || b == '\\')) return 0;
+  if (state == 0 && b < 0x20) return b == '\n' || b == '\t' || b == '\r' ? 0 : kStringRefused;
+  return string_body_step(state, b);
+}
+
+}  // namespace
+
 // What one byte does to the top frame.
 struct Matcher::Step {
   enum Kind { Refuse, Consumed, Done, Pass, Push } kind;
@@ -184,6 +196,28 @@ Matcher::Step Matcher::consume(Frame& f, uint8_t b) const {
           return {K::Pass};
       }
       return {K::Refuse};
+    }
+    case NodeKind::Text: {
+      // State: the UTF-8 state in bits 0-3, the terminator's bytes matched so far above them.
+      const std::string_view end = node.terminator;
+      const uint32_t utf8 = f.state & 0xF, matched = f.state >> 4;
+      if (utf8 == 0 && b == static_cast<uint8_t>(end[matched])) {
+        if (matched + 1 == end.size()) return {K::Done};
+        f.state = (matched + 1) << 4;
+        return {K::Consumed};
+      }
+      const uint8_t next = text_step(static_cast<uint8_t>(utf8), b);
+      if (next == kStringRefused) return {K::Refuse};
+      // The bytes matched were text after all, and so is b: what is matched now is the longest
+      // start of the terminator that the text ends with.
+      uint32_t now = 0;
+      for (uint32_t k = std::min<uint32_t>(matched, static_cast<uint32_t>(end.size()) - 1); k > 0 && next == 0; --k)
+        if (end[k - 1] == static_cast<char>(b) && end.substr(matched + 1 - k, k - 1) == end.substr(0, k - 1)) {
+          now = k;
+          break;
+        }
+      f.state = next | (now << 4);
+      return {K::Consumed};
     }
     case NodeKind::Whitespace:
       if (const uint32_t next = space_step(f.state, b); next != kNoSpace) {

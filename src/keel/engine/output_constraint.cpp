@@ -1,5 +1,6 @@
 #include "keel/engine/output_constraint.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -29,8 +30,10 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 
 std::string_view call_marker(toolcall::ToolCallFormat format) {
   switch (format) {
-    case toolcall::ToolCallFormat::Hermes: return "<tool_call>";
+    case toolcall::ToolCallFormat::Hermes:
+    case toolcall::ToolCallFormat::Qwen3CoderXml: return "<tool_call>";
     case toolcall::ToolCallFormat::Llama3Json: return "<|python_tag|>";
+    case toolcall::ToolCallFormat::Mistral: return "[TOOL_CALLS]";
     default: return {};
   }
 }
@@ -49,6 +52,98 @@ std::string harmony_recipient(std::string_view text) {
   const std::string_view rest = header.substr(to + 13);
   return std::string(rest.substr(0, std::min(rest.find("<|"), rest.find(' '))));
 }
+
+// Mistral's [TOOL_CALLS]NAME[ARGS]{...} (or NAME[CALL_ID]ID[ARGS]): the tool the text's last
+// call names, or "".
+std::string mistral_tool_name(std::string_view text) {
+  const size_t marker = text.rfind("[TOOL_CALLS]");
+  if (marker == std::string_view::npos) return {};
+  std::string_view name = text.substr(marker + 12);
+  name = name.substr(0, name.find('['));
+  while (!name.empty() && (name.front() == ' ' || name.front() == '\n')) name.remove_prefix(1);
+  while (!name.empty() && (name.back() == ' ' || name.back() == '\n')) name.remove_suffix(1);
+  return std::string(name);
+}
+
+// Qwen3-Coder's XML call after <tool_call>: <function=NAME>\n, then <parameter=KEY>\nVALUE\n
+// </parameter>\n per parameter, then </function>. Parameters come in the schema's order (the
+// order the template renders), the required ones always, each optional one or not. A value is
+// raw text, which the parser takes as it is; where the schema allows no string it is the JSON of
+// its schema, and an enum of strings is one of them. A tool that is not constrained takes
+// anything up to </function>.
+class XmlCallBuilder {
+ public:
+  explicit XmlCallBuilder(Grammar& grammar) : g_(grammar) {}
+
+  uint32_t function(const std::string& name, const Json& schema, bool constrained) {
+    std::vector<uint32_t> parts{g_.add_literal("<function=" + name + ">\n")};
+    const Json* properties = schema.is_object() && schema.contains("properties") ? &schema["properties"] : nullptr;
+    std::vector<std::string> required;
+    if (schema.is_object() && schema.contains("required") && schema["required"].is_array())
+      for (const Json& key : schema["required"])
+        if (key.is_string()) required.push_back(key.get<std::string>());
+    const bool covered = std::all_of(required.begin(), required.end(), [&](const std::string& key) {
+      return properties != nullptr && properties->is_object() && properties->contains(key);
+    });
+    if (!constrained || !covered || (properties != nullptr && !properties->is_object())) {
+      parts.push_back(g_.add_text("</function>"));
+      return g_.add_sequence(std::move(parts));
+    }
+    if (properties != nullptr)
+      for (const auto& [key, value_schema] : properties->items()) {
+        const uint32_t parameter = g_.add_sequence({g_.add_literal("<parameter=" + key + ">\n"),
+                                                    value(value_schema, "tools." + name + ".parameters.properties." + key),
+                                                    g_.add_literal("\n")});
+        const bool needed = std::find(required.begin(), required.end(), key) != required.end();
+        parts.push_back(needed ? parameter : optional(parameter));
+      }
+    parts.push_back(g_.add_literal("</function>"));
+    return g_.add_sequence(std::move(parts));
+  }
+
+ private:
+  static constexpr std::string_view kValueEnd = "\n</parameter>";
+
+  uint32_t value(const Json& schema, const std::string& where) {
+    if (schema.is_object() && schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty() &&
+        std::all_of(schema["enum"].begin(), schema["enum"].end(), [](const Json& v) { return v.is_string(); })) {
+      std::vector<std::string> texts;
+      for (const Json& v : schema["enum"]) texts.push_back(v.get<std::string>() + std::string(kValueEnd));
+      constrain::GrammarNode node;
+      node.kind = constrain::NodeKind::Literals;
+      node.trie = constrain::ByteTrie(std::move(texts));
+      return g_.add(std::move(node));
+    }
+    if (schema.is_object() && !allows_string(schema)) {
+      try {
+        const uint32_t json = constrain::add_json_schema(g_, schema, where, constrain::UndeclaredKeys::Closed);
+        return g_.add_sequence({json, g_.add_literal(kValueEnd)});
+      } catch (const constrain::SchemaError&) {
+        // Left to validation after the fact, as raw text.
+      }
+    }
+    return g_.add_text(std::string(kValueEnd));
+  }
+
+  // Whether a value of the schema may be a string, as far as its type says (no type: it may).
+  static bool allows_string(const Json& schema) {
+    for (const char* key : {"anyOf", "oneOf", "allOf", "$ref", "not"})
+      if (schema.contains(key)) return true;
+    if (!schema.contains("type")) return !schema.contains("const") || schema["const"].is_string();
+    const Json& type = schema["type"];
+    if (type.is_string()) return type == "string";
+    return !type.is_array() || std::find(type.begin(), type.end(), Json("string")) != type.end();
+  }
+
+  uint32_t optional(uint32_t node) {
+    constrain::GrammarNode choice;
+    choice.kind = constrain::NodeKind::Choice;
+    choice.children = {node, g_.add_sequence({})};
+    return g_.add(std::move(choice));
+  }
+
+  Grammar& g_;
+};
 
 }  // namespace
 
@@ -92,24 +187,34 @@ void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, con
                        const std::function<bool(const std::string&)>& include) {
   using toolcall::ToolCallFormat;
   if (!tools.is_array() || tools.empty()) return;
-  const bool json_call = format == ToolCallFormat::Hermes || format == ToolCallFormat::Llama3Json;
-  if (!json_call && format != ToolCallFormat::Harmony) return;
+  // The formats whose calls are one JSON object {"name", "arguments"|"parameters"} (Mistral's
+  // [TOOL_CALLS] array holds such objects), whose calls name the tool before its arguments
+  // (Harmony's header, Mistral's NAME[ARGS]), and Qwen3-Coder's XML.
+  const bool json_call =
+      format == ToolCallFormat::Hermes || format == ToolCallFormat::Llama3Json || format == ToolCallFormat::Mistral;
+  const bool named_arguments = format == ToolCallFormat::Harmony || format == ToolCallFormat::Mistral;
+  const bool xml_call = format == ToolCallFormat::Qwen3CoderXml;
+  if (!json_call && !named_arguments && !xml_call) return;
+  auto parameters_of = [](const Json& function) {
+    return function.contains("parameters") && !function["parameters"].is_null()
+               ? function["parameters"]
+               : Json{{"type", "object"}, {"properties", Json::object()}};
+  };
   // A tool's arguments node in `grammar`: its schema, or any object when it is not constrained.
   auto arguments = [&](Grammar& grammar, const std::string& name, const Json& function) {
-    const Json schema = function.contains("parameters") && !function["parameters"].is_null()
-                            ? function["parameters"]
-                            : Json{{"type", "object"}, {"properties", Json::object()}};
     if (include(name)) {
       try {
-        return constrain::add_json_schema(grammar, schema, "tools." + name + ".parameters",
+        return constrain::add_json_schema(grammar, parameters_of(function), "tools." + name + ".parameters",
                                           constrain::UndeclaredKeys::Closed);
       } catch (const constrain::SchemaError&) {
-        out.unconstrained_tools.push_back(name);
+        if (std::find(out.unconstrained_tools.begin(), out.unconstrained_tools.end(), name) == out.unconstrained_tools.end())
+          out.unconstrained_tools.push_back(name);
       }
     }
     return constrain::add_json_schema(grammar, Json{{"type", "object"}}, "");
   };
   Grammar calls;
+  XmlCallBuilder xml(calls);
   std::vector<uint32_t> alternatives;
   bool any_included = false;
   for (const Json& tool : tools) {
@@ -121,7 +226,9 @@ void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, con
       const uint32_t args = arguments(calls, name, function);
       const uint32_t name_node = calls.add_literal(Json(name).dump());
       alternatives.push_back(constrain::add_closed_object(calls, {{"name", name_node}, {std::string(arguments_key(format)), args}}));
-    } else {
+    }
+    if (xml_call) alternatives.push_back(xml.function(name, parameters_of(function), include(name)));
+    if (named_arguments) {
       Grammar one;
       const uint32_t args = arguments(one, name, function);
       out.arguments[name] = finish(std::move(one), args);
@@ -131,13 +238,20 @@ void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, con
     out.arguments.clear();
     return;
   }
-  if (json_call && !alternatives.empty()) {
-    constrain::GrammarNode choice;
-    choice.kind = constrain::NodeKind::Choice;
-    choice.children = std::move(alternatives);
-    const uint32_t node = calls.add(std::move(choice));
-    out.any_call = finish(std::move(calls), node);
+  if (alternatives.empty()) return;
+  constrain::GrammarNode choice;
+  choice.kind = constrain::NodeKind::Choice;
+  choice.children = std::move(alternatives);
+  uint32_t node = calls.add(std::move(choice));
+  if (format == ToolCallFormat::Mistral) {
+    // [TOOL_CALLS][{call}, {call}, ...]
+    constrain::GrammarNode array;
+    array.kind = constrain::NodeKind::Array;
+    array.items = node;
+    array.min_items = 1;
+    node = calls.add(std::move(array));
   }
+  out.any_call = finish(std::move(calls), node);
 }
 
 std::shared_ptr<const OutputGrammars> CallGrammarCache::get(toolcall::ToolCallFormat format, const Json& tools,
@@ -242,30 +356,45 @@ void OutputConstrainer::wrote(int32_t id, const OutputPosition& at) {
 
 void OutputConstrainer::open_call(const OutputPosition& at) {
   if (at.in_reasoning) return;
-  if (format_ == toolcall::ToolCallFormat::Harmony) {
-    if (!ends_with(at.text, "<|message|>")) return;
-    const auto it = grammars_->arguments.find(harmony_recipient(at.text));
-    if (it != grammars_->arguments.end()) call_.emplace(it->second, *vocabulary_, true);
-    return;
+  // Formats that name the tool before its arguments: the tool's own grammar once they begin.
+  if (format_ == toolcall::ToolCallFormat::Harmony || format_ == toolcall::ToolCallFormat::Mistral) {
+    const bool harmony = format_ == toolcall::ToolCallFormat::Harmony;
+    if (ends_with(at.text, harmony ? "<|message|>" : "[ARGS]")) {
+      const auto it = grammars_->arguments.find(harmony ? harmony_recipient(at.text) : mistral_tool_name(at.text));
+      if (it != grammars_->arguments.end()) call_.emplace(it->second, *vocabulary_, true);
+      return;
+    }
+    if (harmony) return;
   }
   if (!grammars_->any_call) return;
   const std::string_view marker = call_marker(format_);
-  if (!marker.empty() && ends_with(at.text, marker)) {
+  if (format_ != toolcall::ToolCallFormat::Mistral && !marker.empty() && ends_with(at.text, marker)) {
     call_.emplace(grammars_->any_call, *vocabulary_, true);
     return;
   }
-  // Llama 3 also writes a call as a bare object where its answer begins: keel's own opener for a
-  // required call ({"name": "), or the model's. Caught once the answer starts so.
-  if (format_ == toolcall::ToolCallFormat::Llama3Json && at.answer_start <= at.text.size() &&
-      bare_call_tried_at_ != at.answer_start) {
-    std::string_view answer = at.text.substr(at.answer_start);
-    answer.remove_prefix(std::min(answer.find_first_not_of(" \t\r\n"), answer.size()));
-    if (answer.starts_with("{\"name\"")) {
-      bare_call_tried_at_ = at.answer_start;
-      call_.emplace(grammars_->any_call, *vocabulary_, true);
-      if (!call_->accept_bytes(answer)) call_.reset();
-    }
+  // Calls whose grammar cannot start at their marker, caught once their first bytes are written
+  // and fed what came so far: Mistral's [TOOL_CALLS] opens an array of calls or names one tool
+  // (NAME[ARGS], above), which its next byte tells; Llama 3 writes a call as a bare object where
+  // its answer begins (keel's own opener for a required call, {"name": ", or the model's).
+  size_t from = SIZE_MAX;
+  std::string_view start;
+  if (format_ == toolcall::ToolCallFormat::Mistral) {
+    const size_t at_marker = at.text.rfind(marker);
+    if (at_marker == std::string_view::npos || at_marker < at.answer_start) return;
+    from = at_marker + marker.size();
+    start = "[";
+  } else if (format_ == toolcall::ToolCallFormat::Llama3Json && at.answer_start <= at.text.size()) {
+    from = at.answer_start;
+    start = "{\"name\"";
   }
+  if (from == SIZE_MAX || late_call_tried_at_ == from) return;
+  const std::string_view written = at.text.substr(from);
+  const std::string_view value = written.substr(std::min(written.find_first_not_of(" \t\r\n"), written.size()));
+  if (value.size() < start.size()) return;
+  late_call_tried_at_ = from;
+  if (!value.starts_with(start)) return;
+  call_.emplace(grammars_->any_call, *vocabulary_, true);
+  if (!call_->accept_bytes(written)) call_.reset();
 }
 
 OutputConstrainer make_output_constrainer(const ServedModel& model, std::shared_ptr<const OutputGrammars> grammars,

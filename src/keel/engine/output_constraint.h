@@ -4,8 +4,10 @@
 //     the answer, after any reasoning, is one JSON value of the schema, then the turn ends.
 //   - Tool calls: once a call opens in the model's format, its arguments follow the tool's
 //     input_schema, in that format's syntax. Formats keel constrains: Hermes/Qwen
-//     (<tool_call>{"name", "arguments"}), Llama 3 JSON ({"name", "parameters"}) and Harmony
-//     (to=functions.NAME ... <|message|>{arguments}). Others are checked after the fact only
+//     (<tool_call>{"name", "arguments"}), Qwen3-Coder XML (<tool_call><function=NAME>
+//     <parameter=KEY>...), Llama 3 JSON ({"name", "parameters"}), Mistral ([TOOL_CALLS] and an
+//     array of calls, or NAME[ARGS]{arguments}) and Harmony (to=functions.NAME ...
+//     <|message|>{arguments}). Others (Gemma 4, DeepSeek) are checked after the fact only
 //     (validation and retry, chat_turn.h), as are schema keywords no grammar enforces.
 // Grammars are compiled on the request's thread (CallGrammars, compile_answer_grammar); the
 // OutputConstrainer runs them on the engine thread, one per turn.
@@ -36,7 +38,8 @@ struct OutputGrammars {
   // Every call the model may write in its format, from where the call opens (after the format's
   // call marker): null when calls are not constrained.
   std::shared_ptr<const constrain::Grammar> any_call;
-  // Harmony: each tool's arguments alone (its header names the tool before they begin).
+  // Harmony, Mistral's NAME[ARGS] form: each tool's arguments alone (the format names the tool
+  // before they begin).
   std::map<std::string, std::shared_ptr<const constrain::Grammar>> arguments;
   // Tools whose schema the compiler refused: their calls are only validated ("Bash: ...").
   std::vector<std::string> unconstrained_tools;
@@ -114,7 +117,9 @@ class OutputConstrainer {
   std::optional<constrain::TokenConstraint> answer_;  // the structured answer
   bool answer_fed_ = false;   // the answer's grammar has taken a token
   bool answer_done_ = false;  // the answer has ended or given way to a tool call
-  size_t bare_call_tried_at_ = SIZE_MAX;  // Llama 3: the answer start a bare call was looked for at
+  // Llama 3's bare call, Mistral's [TOOL_CALLS] array: where the call a grammar can only join once
+  // its first bytes are written was last looked for (open_call).
+  size_t late_call_tried_at_ = SIZE_MAX;
   constrain::TokenSet allowed_;
   ConstraintStats stats_;
 };
