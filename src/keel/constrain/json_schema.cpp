@@ -142,11 +142,9 @@ class Compiler {
         if (type != "object" && type != "array" && type != "string" && type != "number" && type != "integer" &&
             type != "boolean" && type != "null")
           fail(join(path, "type"), "unknown type \"" + type + "\"");
-    } else if (schema.contains("properties") || schema.contains("additionalProperties") || schema.contains("required")) {
-      types = {"object"};
-    } else if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
-      types = {"array"};
     } else {
+      // No type: any value, as the specification says, the object keywords applying to objects
+      // and the array keywords to arrays ({"properties": ...} also takes a string).
       types = {"object", "array", "string", "number", "boolean", "null"};
     }
     if (schema.value("nullable", false) && std::find(types.begin(), types.end(), "null") == types.end())

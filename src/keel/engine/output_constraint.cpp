@@ -195,10 +195,17 @@ void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, con
   const bool named_arguments = format == ToolCallFormat::Harmony || format == ToolCallFormat::Mistral;
   const bool xml_call = format == ToolCallFormat::Qwen3CoderXml;
   if (!json_call && !named_arguments && !xml_call) return;
+  // A tool's arguments are an object whatever its schema leaves open: a schema without a type
+  // (and without a combinator that may give one) is read as an object's.
   auto parameters_of = [](const Json& function) {
-    return function.contains("parameters") && !function["parameters"].is_null()
-               ? function["parameters"]
-               : Json{{"type", "object"}, {"properties", Json::object()}};
+    Json schema = function.contains("parameters") && !function["parameters"].is_null()
+                      ? function["parameters"]
+                      : Json{{"type", "object"}, {"properties", Json::object()}};
+    const bool open_type = schema.is_object() && !schema.contains("type");
+    if (open_type && !schema.contains("$ref") && !schema.contains("anyOf") && !schema.contains("oneOf") &&
+        !schema.contains("allOf") && !schema.contains("enum") && !schema.contains("const"))
+      schema["type"] = "object";
+    return schema;
   };
   // A tool's arguments node in `grammar`: its schema, or any object when it is not constrained.
   auto arguments = [&](Grammar& grammar, const std::string& name, const Json& function) {
