@@ -37,21 +37,33 @@ std::string answer_of(const JsonResponse& r) {
          std::to_string(r.body["usage"]["completion_tokens"].get<int64_t>());
 }
 
-// Each request alone, one after another, then all at once on a fresh server: the same answers.
-// Returns what /health's scheduler said after they ran together.
-json expect_alone_equals_together(const std::vector<std::string>& flags, const std::vector<json>& requests) {
+// Every choice whole (text, calls without their random ids, logprobs, finish) and the usage.
+std::string choices_of(const JsonResponse& r) {
+  if (r.status != 200) return "HTTP " + std::to_string(r.status) + ": " + r.text;
+  json choices = r.body["choices"];
+  for (json& c : choices)
+    if (c["message"].contains("tool_calls"))
+      for (json& call : c["message"]["tool_calls"]) call.erase("id");
+  return choices.dump() + " | " + r.body["usage"]["completion_tokens"].dump();
+}
+
+// Each request alone, one after another, then all at once on a fresh server: the same answers
+// (`gist` says what of an answer is compared). Returns what /health's scheduler said after they
+// ran together.
+json expect_alone_equals_together(const std::vector<std::string>& flags, const std::vector<json>& requests,
+                                  std::string (*gist)(const JsonResponse&) = answer_of) {
   std::vector<std::string> alone;
   {
     ServerProcess server(flags);
     auto client = server.client();
-    for (const json& r : requests) alone.push_back(answer_of(post_json(client, "/v1/chat/completions", r)));
+    for (const json& r : requests) alone.push_back(gist(post_json(client, "/v1/chat/completions", r)));
   }
   ServerProcess server(flags);
   std::vector<std::future<std::string>> together;
   for (const json& r : requests)
-    together.push_back(std::async(std::launch::async, [&server, r] {
+    together.push_back(std::async(std::launch::async, [&server, r, gist] {
       auto client = server.client();
-      return answer_of(post_json(client, "/v1/chat/completions", r));
+      return gist(post_json(client, "/v1/chat/completions", r));
     }));
   for (size_t i = 0; i < requests.size(); ++i) {
     const std::string got = together[i].get();
@@ -78,6 +90,38 @@ TEST_P(ServeBatchInvariance, ConcurrentRequestsGetTheTokensTheyGetAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, ServeBatchInvariance, ::testing::Values("full", "int8", "protect"));
+
+// The same with everything the sampling API adds: a structured answer, a constrained and required
+// tool call, penalties and a bias, logprobs and several choices, all sampled at temperature 1.
+TEST(ServeScheduler, GrammarsPenaltiesLogprobsAndChoicesAreBatchInvariant) {
+  const json weather = json::parse(R"({"type":"object","properties":{"city":{"type":"string"},
+      "temperature_c":{"type":"number"},"conditions":{"enum":["sunny","cloudy","rain"]}},
+      "required":["city","temperature_c","conditions"],"additionalProperties":false})");
+  const json tools = json::parse(R"([{"type":"function","function":{"name":"Bash","strict":true,"parameters":{
+      "type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"integer"}},"required":["command"]}}}])");
+  std::vector<json> requests;
+  json structured = seeded("tiny-toolcaller", "What is the weather in Paris? Answer as JSON.", 60, 5);
+  structured["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "weather"}, {"schema", weather}}}};
+  structured["logprobs"] = true;
+  structured["top_logprobs"] = 3;
+  requests.push_back(structured);
+  json call = seeded("tiny-toolcaller", "List the files in /tmp. " + prose(60), 60, 6);
+  call["tools"] = tools;
+  call["tool_choice"] = "required";
+  requests.push_back(call);
+  json penalised = seeded("tiny-toolcaller", prose(150) + " Summarise.", 40, 7);
+  penalised["presence_penalty"] = 0.8;
+  penalised["frequency_penalty"] = 0.5;
+  penalised["repetition_penalty"] = 1.3;
+  penalised["logit_bias"] = {{"198", -5}, {"13", 3}};
+  penalised["logprobs"] = true;
+  requests.push_back(penalised);
+  json choices = seeded("tiny-toolcaller", prose(90) + " Go on.", 24, 8);
+  choices["n"] = 3;
+  requests.push_back(choices);
+  const json sched = expect_alone_equals_together({"--parallel", "4"}, requests, choices_of);
+  EXPECT_GT(sched.value("largest_batch", 0), 1) << sched.dump();
+}
 
 // An HTTP request over a plain socket whose answer is read as it arrives: when the first byte of
 // `marker` came, and when the chunked body ended.
