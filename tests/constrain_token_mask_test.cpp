@@ -27,9 +27,9 @@ const Vocabulary& qwen_vocabulary() {
 }
 
 // Walks `document`'s tokens through a TokenConstraint and checks each step's mask against the
-// plain answer for a sample of tokens: every one holding JSON syntax and every 5th of the rest.
-void check_masks_along(const Json& schema, const std::string& document) {
-  const auto grammar = std::make_shared<const Grammar>(compile_json_schema(schema));
+// plain answer for a sample of tokens: every one holding a byte of `syntax` and every 5th of the rest.
+void check_masks_along(const std::shared_ptr<const Grammar>& grammar, const std::string& document,
+                       std::string_view syntax = "\"{}[],:\\") {
   const Vocabulary& vocab = qwen_vocabulary();
   TokenConstraint constraint(grammar, vocab);
   Matcher plain(*grammar);
@@ -40,7 +40,7 @@ void check_masks_along(const Json& schema, const std::string& document) {
     constraint.allowed(allowed);
     for (int32_t t = 0; t < static_cast<int32_t>(vocab.rows()); ++t) {
       const std::string_view bytes = vocab.bytes(t);
-      if (t % 5 != 0 && bytes.find_first_of("\"{}[],:\\") == std::string_view::npos) continue;
+      if (t % 5 != 0 && bytes.find_first_of(syntax) == std::string_view::npos) continue;
       MatchState s = state;
       const bool expected = !bytes.empty() && plain.advance(s, bytes);
       ASSERT_EQ(allowed.test(t), expected) << "token " << t << " \"" << bytes << "\" after " << id;
@@ -56,6 +56,10 @@ void check_masks_along(const Json& schema, const std::string& document) {
   EXPECT_GT(checked, 10000u);
 }
 
+void check_masks_along(const Json& schema, const std::string& document) {
+  check_masks_along(std::make_shared<const Grammar>(compile_json_schema(schema)), document);
+}
+
 TEST(ConstrainTokenMask, EqualsThePlainAnswerAlongAToolCall) {
   const Json schema = Json::parse(R"({"type":"object","properties":{"command":{"type":"string"},
       "timeout":{"type":"number"},"paths":{"type":"array","items":{"type":"string"},"maxItems":3},
@@ -66,6 +70,22 @@ TEST(ConstrainTokenMask, EqualsThePlainAnswerAlongAToolCall) {
 TEST(ConstrainTokenMask, EqualsThePlainAnswerWithUndeclaredKeysAndUnicode) {
   const Json schema = Json::parse(R"({"type":"object","properties":{"title":{"type":"string"}},"required":["title"]})");
   check_masks_along(schema, "{\"title\": \"Caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80\", \"tags\": [1, true, null, {\"k\": -0.5e2}]}");
+}
+
+// Raw text up to a terminator (Qwen3-Coder's XML values), whose tokens run into and across the
+// terminator, and Gemma 4's syntax (bare keys, <|"|>-quoted raw strings; spelled in bytes here).
+TEST(ConstrainTokenMask, EqualsThePlainAnswerForRawTextAndGemmaSyntax) {
+  auto xml = std::make_shared<Grammar>();
+  xml->root = xml->add_sequence({xml->add_literal("<parameter=content>\n"), xml->add_text("\n</parameter>"),
+                                 xml->add_literal("\n</function>")});
+  check_masks_along(xml, "<parameter=content>\nint main() {\n  // </param>\n  return \"\\n\";\n}\n</parameter>\n</function>",
+                    "<>/\n");
+  auto gemma = std::make_shared<Grammar>();
+  gemma->syntax = ValueSyntax::Gemma;
+  gemma->root = add_json_schema(*gemma, Json::parse(R"({"type":"object","properties":{"command":{"type":"string"},
+      "timeout":{"type":"integer"},"env":{"type":"object","additionalProperties":{"type":"string"}}},"required":["command"]})"),
+                                "schema", UndeclaredKeys::Closed);
+  check_masks_along(gemma, "{command:<|\"|>grep -rn \"x\" src/ | head<|\"|>,timeout:30,env:{HOME:<|\"|>/root<|\"|>}}", "<|\">{}:,");
 }
 
 TEST(ConstrainTokenMask, SpecialAndEmptyTokensAreNeverAllowed) {

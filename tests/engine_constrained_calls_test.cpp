@@ -18,6 +18,7 @@
 #include "keel/engine/chat_turn.h"
 #include "keel/engine/output_constraint.h"
 #include "keel/kv/kv_footprint.h"
+#include "keel/toolcall/gemma_args.h"
 #include "server_support.h"
 #include "test_support.h"
 #include "tokenizer_support.h"
@@ -170,6 +171,40 @@ TEST(ConstrainedCallGrammars, Qwen3CoderXmlParameters) {
   EXPECT_FALSE(matches("\n<function=Other>\n</function>"));
 }
 
+// Gemma 4's call grammar: bare keys, strings between <|"|> markers as raw text, JSON scalars and
+// arrays, nested objects; every call it accepts reads back (toolcall/gemma_args.h) as the
+// arguments it spells.
+TEST(ConstrainedCallGrammars, Gemma4Arguments) {
+  const json tools = json::parse(R"([{"type":"function","function":{"name":"Bash","parameters":{"type":"object",
+    "properties":{"command":{"type":"string"},"timeout":{"type":"integer"},"env":{"type":"object",
+    "additionalProperties":{"type":"string"}},"flags":{"type":"array","items":{"type":"boolean"}},
+    "mode":{"enum":["fast","safe",null]}},"required":["command"]}}}])");
+  OutputGrammars grammars;
+  add_call_grammars(grammars, toolcall::ToolCallFormat::Gemma4, tools, [](const std::string&) { return true; });
+  ASSERT_NE(grammars.any_call, nullptr);
+  auto matches = [&](const std::string& call) {
+    constrain::Matcher m(*grammars.any_call, false);
+    constrain::MatchState s = m.start();
+    return m.advance(s, call) && m.accepting(s);
+  };
+  const std::string q = "<|\"|>";
+  const std::string full = "call:Bash{command:" + q + "echo \"hi\"\nls {a,b}: done" + q + ",timeout:30,env:{HOME:" + q +
+                           "/root" + q + ",LANG:" + q + "C" + q + "},flags:[true,false],mode:null}";
+  EXPECT_TRUE(matches(full));
+  const toolcall::GemmaValue read = toolcall::parse_gemma_value(full, full.find('{'));
+  ASSERT_EQ(read.status, toolcall::GemmaValue::Status::Complete) << read.error;
+  EXPECT_EQ(read.value.dump(), R"({"command":"echo \"hi\"\nls {a,b}: done","timeout":30,"env":{"HOME":"/root","LANG":"C"},)"
+                               R"("flags":[true,false],"mode":null})");
+  EXPECT_TRUE(matches("call:Bash{mode:" + q + "safe" + q + ",command:" + q + q + "}"));  // any order, an empty string
+  EXPECT_FALSE(matches("call:Bash{timeout:30}"));                                        // command is required
+  EXPECT_FALSE(matches("call:Bash{command:\"ls\"}"));                                   // strings are <|"|>-quoted
+  EXPECT_FALSE(matches("call:Bash{command:" + q + "ls" + q + ",timeout:" + q + "30" + q + "}"));  // an integer
+  EXPECT_FALSE(matches("call:Bash{command:" + q + "ls" + q + ",mode:" + q + "slow" + q + "}"));   // not in the enum
+  EXPECT_FALSE(matches("call:Bash{command:" + q + "ls" + q + ",user:" + q + "me" + q + "}"));     // undeclared
+  EXPECT_FALSE(matches("call:Bash{command:" + q + "ls" + q + ",env:{HOME:1}}"));                   // env takes strings
+  EXPECT_FALSE(matches("call:Other{}"));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Formats, ConstrainedCalls,
     ::testing::Values(
@@ -192,6 +227,11 @@ INSTANTIATE_TEST_SUITE_P(
         Family{"MistralArgs", toolcall::ToolCallFormat::Mistral, {{"<tool_call>", "[TOOL_CALLS]"}, {"</tool_call>", "[ARGS]"}},
                "[TOOL_CALLS]get_weather[ARGS]{\"city\": Paris, \"unit\": \"celsius\"}",
                "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\", \"unit\": \"celsius\"}"},
+        // Gemma 4: strings between <|"|> control tokens, keys bare; an enum's value out of its set.
+        Family{"Gemma4", toolcall::ToolCallFormat::Gemma4,
+               {{"<tool_call>", "<|tool_call>"}, {"</tool_call>", "<tool_call|>"}, {"<|im_start|>", "<|\"|>"}},
+               "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,unit:<|\"|>kelvin<|\"|>}<tool_call|>",
+               "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,unit:<|\"|>celsius<|\"|>}<tool_call|>"},
         Family{"Harmony", toolcall::ToolCallFormat::Harmony, {{"<tool_call>", "<|call|>"}, {"</tool_call>", "<|return|>"}},
                "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": Paris, \"unit\": \"celsius\"}<|call|>",
                "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\", \"unit\": \"celsius\"}<|call|>"}),

@@ -101,13 +101,23 @@ struct GrammarNode {
   uint32_t items = 0;                      // Array: the item node
   uint32_t min_items = 0, max_items = UINT32_MAX;
   std::string terminator;  // Text: ASCII, at most 15 bytes; the text cannot contain it before its end
+  // Object: keys are written bare and end at ':' (Gemma 4); `key_string` then reads an undeclared
+  // key together with its ':'.
+  bool bare_keys = false;
 };
+
+// How values are written. Json: JSON. Gemma: Gemma 4's call arguments, {key:value,...} with bare
+// keys and strings between <|"|> markers taken as raw text; numbers, true, false, null and
+// arrays as in JSON.
+enum class ValueSyntax : uint8_t { Json, Gemma };
+inline constexpr std::string_view kGemmaQuote = "<|\"|>";
 
 struct GrammarMaskCache;  // token_mask.cpp
 
 struct Grammar {
   std::vector<GrammarNode> nodes;
   uint32_t root = 0;
+  ValueSyntax syntax = ValueSyntax::Json;  // of the values schemas compile into (json_schema.h)
   // Schema keywords that were accepted but that the grammar does not enforce (minLength, pattern,
   // minimum, ...), by their path: the caller decides whether validation after the fact covers them.
   std::vector<std::string> unenforced;

@@ -34,6 +34,30 @@ std::string string_body(const std::string& s) {
   return quoted.substr(1, quoted.size() - 2);
 }
 
+// Gemma 4 writes keys bare: a name that would end early or read as something else cannot be.
+bool bare_key(std::string_view name) {
+  return !name.empty() && name.find_first_of(":,{}[]<\"' \t\r\n") == std::string_view::npos;
+}
+
+// The grammar's string: a JSON string, or Gemma's <|"|>raw text<|"|>. Shared within it.
+uint32_t string_node(Grammar& g) {
+  if (g.string_value != ByteTrie::kNone) return g.string_value;
+  if (g.syntax == ValueSyntax::Gemma) {
+    g.string_value = g.add_sequence({g.add_literal(kGemmaQuote), g.add_text(std::string(kGemmaQuote))});
+  } else {
+    GrammarNode s;
+    s.kind = NodeKind::String;
+    g.string_value = g.add(std::move(s));
+  }
+  return g.string_value;
+}
+
+// What reads an undeclared key: a JSON string, or Gemma's bare key with its ':'.
+uint32_t key_node(Grammar& g) {
+  if (g.syntax == ValueSyntax::Gemma) return g.add_text(":");
+  return string_node(g);
+}
+
 class Compiler {
  public:
   Compiler(Grammar& g, const Json& document, std::string where, UndeclaredKeys undeclared)
@@ -175,7 +199,7 @@ class Compiler {
     for (const Json* v : values)
       for (const std::string& type : types)
         if (has_type(*v, type)) {
-          texts.push_back(v->dump(-1, ' ', false, Json::error_handler_t::strict));
+          texts.push_back(literal_text(*v, path));
           break;
         }
     if (texts.empty()) fail(path, "no value of enum/const has the schema's type");
@@ -187,8 +211,18 @@ class Compiler {
     return g_.add(std::move(node));
   }
 
+  // A value as the grammar's syntax writes it.
+  std::string literal_text(const Json& v, const std::string& path) const {
+    if (g_.syntax == ValueSyntax::Json) return v.dump(-1, ' ', false, Json::error_handler_t::strict);
+    if (v.is_object() || v.is_array()) fail(path, "an object or array in enum/const is not supported for Gemma 4 calls");
+    if (!v.is_string()) return v.dump();
+    const std::string& text = v.get_ref<const std::string&>();
+    if (text.find(kGemmaQuote) != std::string::npos) fail(path, "an enum/const string holding <|\"|> cannot be written in a Gemma 4 call");
+    return std::string(kGemmaQuote) + text + std::string(kGemmaQuote);
+  }
+
   uint32_t typed(const Json& schema, const std::string& type, const std::string& path, int depth) {
-    if (type == "string") return shared(g_.string_value, NodeKind::String);
+    if (type == "string") return string_node(g_);
     if (type == "number") return shared(g_.number_value, NodeKind::Number);
     if (type == "integer") return shared(g_.integer_value, NodeKind::Integer);
     if (type == "boolean") {
@@ -277,13 +311,18 @@ class Compiler {
     GrammarNode node;
     node.kind = NodeKind::Object;
     std::vector<std::string> bodies;
-    for (const std::string& name : names) bodies.push_back(string_body(name));
+    for (const std::string& name : names) {
+      if (g_.syntax == ValueSyntax::Gemma && !bare_key(name))
+        fail(join(join(path, "properties"), name), "a key Gemma 4 cannot write bare is not supported for constrained output");
+      bodies.push_back(g_.syntax == ValueSyntax::Gemma ? name : string_body(name));
+    }
     node.trie = ByteTrie(bodies);
-    node.trie.mark_string_states();
+    if (g_.syntax == ValueSyntax::Json) node.trie.mark_string_states();
+    node.bare_keys = g_.syntax == ValueSyntax::Gemma;
     node.children = std::move(values);
     node.required = required;
     node.additional = additional;
-    if (additional != ByteTrie::kNone) node.key_string = shared(g_.string_value, NodeKind::String);
+    if (additional != ByteTrie::kNone) node.key_string = key_node(g_);
     return g_.add(std::move(node));
   }
 
@@ -348,11 +387,7 @@ uint32_t add_any_json(Grammar& g) {
   GrammarNode any;
   any.kind = NodeKind::Choice;
   g.any_value = g.add(std::move(any));
-  if (g.string_value == ByteTrie::kNone) {
-    GrammarNode s;
-    s.kind = NodeKind::String;
-    g.string_value = g.add(std::move(s));
-  }
+  string_node(g);
   if (g.number_value == ByteTrie::kNone) {
     GrammarNode n;
     n.kind = NodeKind::Number;
@@ -361,7 +396,8 @@ uint32_t add_any_json(Grammar& g) {
   GrammarNode object;
   object.kind = NodeKind::Object;
   object.additional = g.any_value;
-  object.key_string = g.string_value;
+  object.key_string = key_node(g);
+  object.bare_keys = g.syntax == ValueSyntax::Gemma;
   object.trie = ByteTrie(std::vector<std::string>{});
   const uint32_t object_node = g.add(std::move(object));
   GrammarNode array;

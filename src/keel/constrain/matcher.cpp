@@ -130,6 +130,25 @@ Matcher::Step Matcher::take_space(Frame& f, uint8_t b) {
   return {Step::Consumed};
 }
 
+// A byte of a bare key (Gemma 4): a declared name while it can still become one, ended by ':';
+// off the names, an undeclared key read on by `key_string` (its ':' included).
+Matcher::Step Matcher::bare_key_byte(Frame& f, const GrammarNode& node, uint32_t trie_node, uint8_t b) const {
+  const ByteTrie::Node& at = node.trie.node(trie_node);
+  if (b == ':' && trie_node != 0 && at.terminal != ByteTrie::kNone) {
+    if (f.extra >> at.terminal & 1) return {Step::Refuse};  // a declared key twice
+    f.state = make(kBeforeValue, at.terminal);
+    return {Step::Consumed};
+  }
+  const uint32_t next = node.trie.child(trie_node, b);
+  if (next != ByteTrie::kNone && key_live(node, next, f.extra)) {
+    f.state = make(kInKey, next);
+    return {Step::Consumed};
+  }
+  if (node.additional == ByteTrie::kNone || (b == ':' && trie_node == 0)) return {Step::Refuse};  // no empty key
+  f.state = make(kBeforeValue, kAdditional);
+  return {Step::Push, node.key_string, 0};
+}
+
 Matcher::Step Matcher::consume(Frame& f, uint8_t b) const {
   const GrammarNode& node = grammar_->nodes[f.node];
   using K = Step::Kind;
@@ -245,10 +264,13 @@ Matcher::Step Matcher::consume(Frame& f, uint8_t b) const {
         case kFirstKey:
         case kNextKey:
           if (b == '}' && p == kFirstKey && complete) return {K::Done};
-          if (b != '"' || !keys_left(node, f.extra)) return {K::Refuse};
+          if (!keys_left(node, f.extra)) return {K::Refuse};
+          if (node.bare_keys) return bare_key_byte(f, node, 0, b);
+          if (b != '"') return {K::Refuse};
           f.state = make(kInKey, 0);
           return {K::Consumed};
         case kInKey: {
+          if (node.bare_keys) return bare_key_byte(f, node, s, b);
           const ByteTrie::Node& at = node.trie.node(s);
           if (b == '"' && at.string_state == 0) {
             if (at.terminal != ByteTrie::kNone) {

@@ -73,6 +73,7 @@ class Matcher {
   struct Step;
   Step consume(Frame& frame, uint8_t byte) const;
   static Step take_space(Frame& frame, uint8_t byte);
+  Step bare_key_byte(Frame& frame, const GrammarNode& node, uint32_t trie_node, uint8_t byte) const;
   void push(Stack stack, uint32_t node, uint32_t state, uint8_t byte, std::vector<Stack>& out, bool* needs_parent,
             int depth) const;
   void feed_at(Stack stack, uint8_t byte, std::vector<Stack>& out, bool* needs_parent, int depth) const;

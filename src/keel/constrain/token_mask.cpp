@@ -44,13 +44,17 @@ size_t TokenSet::count() const {
   return n;
 }
 
-Vocabulary::Vocabulary(const text::Tokenizer& tokenizer, size_t rows) : bytes_(rows) {
+Vocabulary::Vocabulary(const text::Tokenizer& tokenizer, size_t rows, std::span<const std::string_view> value_markup)
+    : bytes_(rows) {
   static std::atomic<uint64_t> next_id{1};
   id_ = next_id++;
   const size_t known = std::min(rows, tokenizer.vocab_size());
   for (size_t id = 0; id < known; ++id) {
     const auto token = static_cast<int32_t>(id);
-    if (tokenizer.is_added(token)) continue;  // markup (<tool_call>, <|im_end|>), never value text
+    // Markup (<tool_call>, <|im_end|>) is never value text, but for what a value's syntax uses.
+    if (tokenizer.is_added(token) &&
+        std::find(value_markup.begin(), value_markup.end(), tokenizer.token_text(token)) == value_markup.end())
+      continue;
     std::string text;
     try {
       text = tokenizer.token_bytes(token);  // mid-output, as a token after others

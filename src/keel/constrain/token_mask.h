@@ -73,9 +73,10 @@ struct FrameKeyHash {
 class Vocabulary {
  public:
   // `rows`: the model's output rows; ids with no token, added tokens (special or not: the
-  // template's markup) and tokens that decode to
-  // nothing are never allowed inside a grammar (the engine adds end-of-output tokens itself).
-  Vocabulary(const text::Tokenizer& tokenizer, size_t rows);
+  // template's markup) and tokens that decode to nothing are never allowed inside a grammar (the
+  // engine adds end-of-output tokens itself), except the added tokens `value_markup` names, which
+  // are part of a value's syntax and count as their text (Gemma 4's <|"|> around a string).
+  Vocabulary(const text::Tokenizer& tokenizer, size_t rows, std::span<const std::string_view> value_markup = {});
 
   size_t rows() const { return bytes_.size(); }
   std::string_view bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }

@@ -34,6 +34,7 @@ std::string_view call_marker(toolcall::ToolCallFormat format) {
     case toolcall::ToolCallFormat::Qwen3CoderXml: return "<tool_call>";
     case toolcall::ToolCallFormat::Llama3Json: return "<|python_tag|>";
     case toolcall::ToolCallFormat::Mistral: return "[TOOL_CALLS]";
+    case toolcall::ToolCallFormat::Gemma4: return "<|tool_call>";
     default: return {};
   }
 }
@@ -194,7 +195,8 @@ void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, con
       format == ToolCallFormat::Hermes || format == ToolCallFormat::Llama3Json || format == ToolCallFormat::Mistral;
   const bool named_arguments = format == ToolCallFormat::Harmony || format == ToolCallFormat::Mistral;
   const bool xml_call = format == ToolCallFormat::Qwen3CoderXml;
-  if (!json_call && !named_arguments && !xml_call) return;
+  const bool gemma_call = format == ToolCallFormat::Gemma4;  // call:NAME{key:value,...}
+  if (!json_call && !named_arguments && !xml_call && !gemma_call) return;
   // A tool's arguments are an object whatever its schema leaves open: a schema without a type
   // (and without a combinator that may give one) is read as an object's.
   auto parameters_of = [](const Json& function) {
@@ -221,6 +223,7 @@ void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, con
     return constrain::add_json_schema(grammar, Json{{"type", "object"}}, "");
   };
   Grammar calls;
+  if (gemma_call) calls.syntax = constrain::ValueSyntax::Gemma;
   XmlCallBuilder xml(calls);
   std::vector<uint32_t> alternatives;
   bool any_included = false;
@@ -235,6 +238,7 @@ void add_call_grammars(OutputGrammars& out, toolcall::ToolCallFormat format, con
       alternatives.push_back(constrain::add_closed_object(calls, {{"name", name_node}, {std::string(arguments_key(format)), args}}));
     }
     if (xml_call) alternatives.push_back(xml.function(name, parameters_of(function), include(name)));
+    if (gemma_call) alternatives.push_back(calls.add_sequence({calls.add_literal("call:" + name), arguments(calls, name, function)}));
     if (named_arguments) {
       Grammar one;
       const uint32_t args = arguments(one, name, function);

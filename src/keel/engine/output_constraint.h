@@ -7,8 +7,9 @@
 //     (<tool_call>{"name", "arguments"}), Qwen3-Coder XML (<tool_call><function=NAME>
 //     <parameter=KEY>...), Llama 3 JSON ({"name", "parameters"}), Mistral ([TOOL_CALLS] and an
 //     array of calls, or NAME[ARGS]{arguments}) and Harmony (to=functions.NAME ...
-//     <|message|>{arguments}). Others (Gemma 4, DeepSeek) are checked after the fact only
-//     (validation and retry, chat_turn.h), as are schema keywords no grammar enforces.
+//     <|message|>{arguments}) and Gemma 4 (<|tool_call>call:NAME{key:<|"|>text<|"|>,...}).
+//     DeepSeek's are checked after the fact only (validation and retry, chat_turn.h), as are
+//     schema keywords no grammar enforces.
 // Grammars are compiled on the request's thread (CallGrammars, compile_answer_grammar); the
 // OutputConstrainer runs them on the engine thread, one per turn.
 #include <cstdint>

@@ -59,7 +59,11 @@ ServedModel::~ServedModel() = default;
 
 const constrain::Vocabulary& ServedModel::vocabulary() const {
   std::call_once(vocabulary_once_, [&] {
-    vocabulary_ = std::make_unique<constrain::Vocabulary>(*tokenizer_, static_cast<size_t>(weights_.spec.vocab_size));
+    // Gemma 4's call arguments quote strings with a control token (output_constraint.h).
+    std::vector<std::string_view> value_markup;
+    if (tool_call_format().format == toolcall::ToolCallFormat::Gemma4) value_markup.push_back(constrain::kGemmaQuote);
+    vocabulary_ = std::make_unique<constrain::Vocabulary>(*tokenizer_, static_cast<size_t>(weights_.spec.vocab_size),
+                                                          value_markup);
   });
   return *vocabulary_;
 }
