@@ -70,6 +70,16 @@ void BM_ConstrainVocabularyBuild(benchmark::State& state) {
 }
 BENCHMARK(BM_ConstrainVocabularyBuild)->Unit(benchmark::kMillisecond)->Iterations(3);
 
+void BM_ConstrainVocabularyWarm(benchmark::State& state) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    keel::constrain::Vocabulary vocab(qwen(), 151936);
+    state.ResumeTiming();
+    vocab.warm();
+  }
+}
+BENCHMARK(BM_ConstrainVocabularyWarm)->Unit(benchmark::kMillisecond)->Iterations(3);
+
 void BM_ConstrainCompileClaudeCodeTools(benchmark::State& state) {
   const Json tools = claude_code_tools();
   size_t nodes = 0;
@@ -80,10 +90,11 @@ void BM_ConstrainCompileClaudeCodeTools(benchmark::State& state) {
 BENCHMARK(BM_ConstrainCompileClaudeCodeTools)->Unit(benchmark::kMicrosecond);
 
 // Every step's mask of the calls above, each call a new request (a new TokenConstraint). Arg 0:
-// cold, a new vocabulary and grammar each time (a server's first constrained request: every mask
-// is computed as it is met); 1: warm, the same tool set's grammar again (keel serve keeps the
-// recent tool sets' grammars, whose masks stay cached, and the vocabulary's string and number
-// masks), as an agent's every later turn.
+// cold, a new vocabulary and grammar each time, the vocabulary warmed as keel serve does at
+// startup (Vocabulary::warm) and the grammar's own masks computed as they are met (a server's
+// first request with this tool set); 1: warm, the same tool set's grammar again (keel serve
+// keeps the recent tool sets' grammars, whose masks stay cached), as an agent's every later
+// turn; 2: cold without the startup warm-up.
 void BM_ConstrainMaskPerStep(benchmark::State& state) {
   const bool warm = state.range(0) == 1;
   const Json tools = claude_code_tools();
@@ -94,6 +105,7 @@ void BM_ConstrainMaskPerStep(benchmark::State& state) {
     state.PauseTiming();
     if (!vocab || !warm) {
       vocab = std::make_unique<keel::constrain::Vocabulary>(qwen(), 151936);
+      if (state.range(0) != 2) vocab->warm();
       grammars = compile_calls(tools);
     }
     if (warm && steps.empty()) {  // one pass to warm the shared masks, not counted
@@ -128,6 +140,6 @@ void BM_ConstrainMaskPerStep(benchmark::State& state) {
   state.counters["p99_us"] = steps[std::min(steps.size() - 1, steps.size() * 99 / 100)];
   state.counters["max_us"] = steps.back();
 }
-BENCHMARK(BM_ConstrainMaskPerStep)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_ConstrainMaskPerStep)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace

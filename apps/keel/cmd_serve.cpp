@@ -1,5 +1,6 @@
 // keel serve: the Anthropic Messages and OpenAI Chat Completions APIs over one local model.
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "keel/api/model_registry.h"
 #include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
+#include "keel/constrain/token_mask.h"
 #include "keel/engine/scheduler.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -352,6 +354,15 @@ int serve_command(const CommandArgs& argv) {
   std::fprintf(stderr, "keel serve: tool-call format: %s (%s)\n", std::string(model.tool_call_format().name).c_str(),
                model.tool_call_format_origin().c_str());
   std::fprintf(stderr, "keel serve: reasoning: %s\n", toolcall::describe_reasoning_control(model.reasoning()).c_str());
+  {
+    // Structured output and constrained calls read the vocabulary as a byte trie; built now, with
+    // the masks every grammar shares, the first such request does not wait for them.
+    const auto start = std::chrono::steady_clock::now();
+    const constrain::Vocabulary& vocabulary = model.vocabulary();
+    vocabulary.warm();
+    std::fprintf(stderr, "keel serve: constrained decoding: %zu text tokens ready in %.2f s\n", vocabulary.text_tokens(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   std::fprintf(stderr, "keel serve: KV policy: %s (%s), rotation %s\n", serving.policy.describe().c_str(),
                serving.policy_origin.c_str(), rotate.c_str());
   if (const kv::KvLinearLayers& linear = session.layout().linear(); !linear.empty())

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 
+#include "keel/constrain/json_schema.h"
 #include "keel/util/error.h"
 
 namespace keel::constrain {
@@ -230,6 +231,22 @@ bool TokenConstraint::accept_bytes(std::string_view bytes) {
     return false;
   }
   return matcher_.advance(state_, bytes);
+}
+
+void Vocabulary::warm() const {
+  // A document that walks strings (ASCII, two- to four-byte UTF-8, escapes), numbers of every
+  // shape and the whitespace between tokens: each byte's frames get their masks computed.
+  static const std::string_view kDocument =
+      "{\"text\": \"ab c\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80 \\\"q\\\" \\\\ \\n \\u00e9\",\n  \"numbers\": [0, -12, "
+      "3.25, 1e5, -0.5E-3, 12345678901234567],\n  \"words\": [true, false, null], \"empty\": {}}";
+  auto grammar = std::make_shared<Grammar>();
+  grammar->root = add_any_json(*grammar);
+  TokenConstraint walk(grammar, *this);
+  TokenSet allowed(rows());
+  for (char c : kDocument) {
+    walk.allowed(allowed);
+    if (!walk.accept_bytes(std::string_view(&c, 1))) throw InternalError("constrain: the warm-up document left the grammar");
+  }
 }
 
 }  // namespace keel::constrain
