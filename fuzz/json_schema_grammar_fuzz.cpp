@@ -1,8 +1,11 @@
 // Fuzz target: the JSON Schema compiler and the byte matcher (keel/constrain). The input is a
 // schema on its first line and bytes after it; a first line that is not JSON leaves a fixed schema
-// in force, and the whole input becomes the bytes. The compiler must either refuse the schema with
-// a SchemaError or build a grammar; the matcher then reads the bytes twice:
-//   - as they are: whatever it accepts as complete must parse as JSON;
+// in force, and the whole input becomes the bytes. An input that starts with "G:" compiles the
+// schema in Gemma 4's call syntax (bare keys, <|"|>-quoted raw strings) instead of JSON. The
+// compiler must either refuse the schema with a SchemaError or build a grammar; the matcher then
+// reads the bytes twice:
+//   - as they are: whatever it accepts as complete must parse (as JSON, or as Gemma 4's
+//     arguments are parsed: toolcall/gemma_args.h);
 //   - as choices: each byte picks a byte the state allows, so the walk goes deep into the grammar;
 //     no state it reaches may be a dead end (nothing allowed and not complete).
 #include <cstddef>
@@ -17,6 +20,7 @@
 
 #include "keel/constrain/json_schema.h"
 #include "keel/constrain/matcher.h"
+#include "keel/toolcall/gemma_args.h"
 #include "keel/toolcall/json_scan.h"
 #include "limited_json.h"
 
@@ -35,7 +39,13 @@ const ordered_json& fixed_schema() {
 }
 
 
-void check_complete_parses(const std::string& text) {
+void check_complete_parses(const std::string& text, ValueSyntax syntax) {
+  if (syntax == ValueSyntax::Gemma) {
+    // A scalar runs to a delimiter: the space stands for what follows the value in a call.
+    const auto read = keel::toolcall::parse_gemma_value(text + " ", 0);
+    if (read.status != keel::toolcall::GemmaValue::Status::Complete) std::abort();  // not readable as Gemma's
+    return;
+  }
   try {
     (void)ordered_json::parse(text);
   } catch (const ordered_json::exception&) {
@@ -46,7 +56,9 @@ void check_complete_parses(const std::string& text) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  std::string_view input(reinterpret_cast<const char*>(data), size);
+  const ValueSyntax syntax = input.starts_with("G:") ? ValueSyntax::Gemma : ValueSyntax::Json;
+  if (syntax == ValueSyntax::Gemma) input.remove_prefix(2);
   const size_t newline = input.find('\n');
   ordered_json schema = fixed_schema();
   std::string_view bytes = input;
@@ -58,8 +70,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   Grammar grammar;
+  grammar.syntax = syntax;
   try {
-    grammar = compile_json_schema(schema);
+    grammar.root = add_json_schema(grammar, schema, "schema");
   } catch (const SchemaError&) {
     return 0;
   }
@@ -70,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (char c : bytes) {
     if (!matcher.advance(state, static_cast<uint8_t>(c))) break;
     text.push_back(c);
-    if (matcher.accepting(state)) check_complete_parses(text);
+    if (matcher.accepting(state)) check_complete_parses(text, syntax);
   }
 
   // Each input byte picks the first byte at or after it (cyclically) that the state allows: cheap
@@ -93,6 +106,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
   }
-  if (matcher.accepting(state)) check_complete_parses(text);
+  if (matcher.accepting(state)) check_complete_parses(text, syntax);
   return 0;
 }

@@ -167,6 +167,8 @@ TEST(ConstrainedCallGrammars, Qwen3CoderXmlParameters) {
   EXPECT_FALSE(matches(open + param("command", "ls") + param("env", "{\"A\": 1}") + close));  // A is a boolean
   EXPECT_FALSE(matches(open + param("command", "ls") + param("user", "me") + close));         // undeclared
   EXPECT_FALSE(matches(open + param("timeout", "30") + param("command", "ls") + close));      // the schema's order
+  // The tags without the template's newlines, as models also write them.
+  EXPECT_TRUE(matches("<function=Bash><parameter=command>ls</parameter><parameter=timeout>30</parameter></function>"));
   EXPECT_TRUE(matches("\n<function=Free>\n<parameter=anything>\nat all\n</parameter>\n</function>"));
   EXPECT_FALSE(matches("\n<function=Other>\n</function>"));
 }

@@ -81,11 +81,12 @@ uint32_t Grammar::add_whitespace() {
   return add(std::move(node));
 }
 
-uint32_t Grammar::add_text(std::string terminator) {
+uint32_t Grammar::add_text(std::string terminator, std::string excluded) {
   if (terminator.empty() || terminator.size() > 15) throw InternalError("constrain: a text terminator of 1 to 15 bytes");
   GrammarNode node;
   node.kind = NodeKind::Text;
   node.terminator = std::move(terminator);
+  node.excluded = std::move(excluded);
   return add(std::move(node));
 }
 

@@ -101,6 +101,7 @@ struct GrammarNode {
   uint32_t items = 0;                      // Array: the item node
   uint32_t min_items = 0, max_items = UINT32_MAX;
   std::string terminator;  // Text: ASCII, at most 15 bytes; the text cannot contain it before its end
+  std::string excluded;    // Text: ASCII bytes the text cannot hold (a bare key's delimiters)
   // Object: keys are written bare and end at ':' (Gemma 4); `key_string` then reads an undeclared
   // key together with its ':'.
   bool bare_keys = false;
@@ -138,7 +139,7 @@ struct Grammar {
   uint32_t add_literal(std::string_view text);
   uint32_t add_sequence(std::vector<uint32_t> parts);
   uint32_t add_whitespace();
-  uint32_t add_text(std::string terminator);
+  uint32_t add_text(std::string terminator, std::string excluded = {});
 };
 
 }  // namespace keel::constrain

@@ -34,9 +34,12 @@ std::string string_body(const std::string& s) {
   return quoted.substr(1, quoted.size() - 2);
 }
 
-// Gemma 4 writes keys bare: a name that would end early or read as something else cannot be.
+// Gemma 4 writes keys bare, up to the ':': a name holding one of these would end early or read as
+// something else.
+constexpr std::string_view kBareKeyDelimiters = ",{}[]<\"' \t\r\n";
 bool bare_key(std::string_view name) {
-  return !name.empty() && name.find_first_of(":,{}[]<\"' \t\r\n") == std::string_view::npos;
+  return !name.empty() && name.find_first_of(kBareKeyDelimiters) == std::string_view::npos &&
+         name.find(':') == std::string_view::npos;
 }
 
 // The grammar's string: a JSON string, or Gemma's <|"|>raw text<|"|>. Shared within it.
@@ -54,7 +57,7 @@ uint32_t string_node(Grammar& g) {
 
 // What reads an undeclared key: a JSON string, or Gemma's bare key with its ':'.
 uint32_t key_node(Grammar& g) {
-  if (g.syntax == ValueSyntax::Gemma) return g.add_text(":");
+  if (g.syntax == ValueSyntax::Gemma) return g.add_text(":", std::string(kBareKeyDelimiters));
   return string_node(g);
 }
 

@@ -225,6 +225,7 @@ Matcher::Step Matcher::consume(Frame& f, uint8_t b) const {
         f.state = (matched + 1) << 4;
         return {K::Consumed};
       }
+      if (utf8 == 0 && node.excluded.find(static_cast<char>(b)) != std::string::npos) return {K::Refuse};
       const uint8_t next = text_step(static_cast<uint8_t>(utf8), b);
       if (next == kStringRefused) return {K::Refuse};
       // The bytes matched were text after all, and so is b: what is matched now is the longest

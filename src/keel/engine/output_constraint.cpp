@@ -66,18 +66,19 @@ std::string mistral_tool_name(std::string_view text) {
   return std::string(name);
 }
 
-// Qwen3-Coder's XML call after <tool_call>: <function=NAME>\n, then <parameter=KEY>\nVALUE\n
-// </parameter>\n per parameter, then </function>. Parameters come in the schema's order (the
-// order the template renders), the required ones always, each optional one or not. A value is
-// raw text, which the parser takes as it is; where the schema allows no string it is the JSON of
-// its schema, and an enum of strings is one of them. A tool that is not constrained takes
-// anything up to </function>.
+// Qwen3-Coder's XML call after <tool_call>: <function=NAME>, then <parameter=KEY>VALUE</parameter>
+// per parameter, then </function>, with whitespace between the tags (the template writes a
+// newline after each; models do not always). Parameters come in the schema's order (the order
+// the template renders), the required ones always, each optional one or not. A value is raw text,
+// which the parser takes as it is (less one newline each side), up to </parameter>; where the
+// schema allows no string it is the JSON of its schema, and an enum of strings is one of them,
+// each between optional newlines. A tool that is not constrained takes anything up to </function>.
 class XmlCallBuilder {
  public:
   explicit XmlCallBuilder(Grammar& grammar) : g_(grammar) {}
 
   uint32_t function(const std::string& name, const Json& schema, bool constrained) {
-    std::vector<uint32_t> parts{g_.add_literal("<function=" + name + ">\n")};
+    std::vector<uint32_t> parts{g_.add_literal("<function=" + name + ">")};
     const Json* properties = schema.is_object() && schema.contains("properties") ? &schema["properties"] : nullptr;
     std::vector<std::string> required;
     if (schema.is_object() && schema.contains("required") && schema["required"].is_array())
@@ -87,43 +88,50 @@ class XmlCallBuilder {
       return properties != nullptr && properties->is_object() && properties->contains(key);
     });
     if (!constrained || !covered || (properties != nullptr && !properties->is_object())) {
-      parts.push_back(g_.add_text("</function>"));
+      parts.push_back(g_.add_text(std::string(kFunctionEnd)));
       return g_.add_sequence(std::move(parts));
     }
+    parts.push_back(g_.add_whitespace());
     if (properties != nullptr)
       for (const auto& [key, value_schema] : properties->items()) {
-        const uint32_t parameter = g_.add_sequence({g_.add_literal("<parameter=" + key + ">\n"),
+        const uint32_t parameter = g_.add_sequence({g_.add_literal("<parameter=" + key + ">"),
                                                     value(value_schema, "tools." + name + ".parameters.properties." + key),
-                                                    g_.add_literal("\n")});
+                                                    g_.add_whitespace()});
         const bool needed = std::find(required.begin(), required.end(), key) != required.end();
         parts.push_back(needed ? parameter : optional(parameter));
       }
-    parts.push_back(g_.add_literal("</function>"));
+    parts.push_back(g_.add_literal(kFunctionEnd));
     return g_.add_sequence(std::move(parts));
   }
 
  private:
-  static constexpr std::string_view kValueEnd = "\n</parameter>";
+  static constexpr std::string_view kValueEnd = "</parameter>";
+  static constexpr std::string_view kFunctionEnd = "</function>";
 
+  // What follows <parameter=KEY>, its closing tag included.
   uint32_t value(const Json& schema, const std::string& where) {
     if (schema.is_object() && schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty() &&
         std::all_of(schema["enum"].begin(), schema["enum"].end(), [](const Json& v) { return v.is_string(); })) {
       std::vector<std::string> texts;
-      for (const Json& v : schema["enum"]) texts.push_back(v.get<std::string>() + std::string(kValueEnd));
+      for (const Json& v : schema["enum"]) texts.push_back(v.get<std::string>());
       constrain::GrammarNode node;
       node.kind = constrain::NodeKind::Literals;
       node.trie = constrain::ByteTrie(std::move(texts));
-      return g_.add(std::move(node));
+      return between_newlines(g_.add(std::move(node)));
     }
     if (schema.is_object() && !allows_string(schema)) {
       try {
-        const uint32_t json = constrain::add_json_schema(g_, schema, where, constrain::UndeclaredKeys::Closed);
-        return g_.add_sequence({json, g_.add_literal(kValueEnd)});
+        return between_newlines(constrain::add_json_schema(g_, schema, where, constrain::UndeclaredKeys::Closed));
       } catch (const constrain::SchemaError&) {
         // Left to validation after the fact, as raw text.
       }
     }
     return g_.add_text(std::string(kValueEnd));
+  }
+
+  // The newline the parser strips on each side of a value, or none, then the closing tag.
+  uint32_t between_newlines(uint32_t node) {
+    return g_.add_sequence({optional(g_.add_literal("\n")), node, optional(g_.add_literal("\n")), g_.add_literal(kValueEnd)});
   }
 
   // Whether a value of the schema may be a string, as far as its type says (no type: it may).
