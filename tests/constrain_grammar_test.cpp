@@ -99,6 +99,13 @@ TEST(ConstrainGrammar, RecursiveReferences) {
       "required":["name"],"additionalProperties":false}}})");
   EXPECT_TRUE(matches(tree, R"({"name":"a","children":[{"name":"b","children":[{"name":"c"}]}]})"));
   EXPECT_FALSE(matches(tree, R"({"name":"a","children":[{"children":[]}]})"));
+  // JSON Pointer escapes in a reference: ~1 is '/', ~0 is '~' (and ~01 is "~1").
+  const Json escaped = Json::parse(R"({"type":"object","properties":{"x":{"$ref":"#/$defs/a~1b"},
+      "y":{"$ref":"#/$defs/c~0d"},"z":{"$ref":"#/$defs/e~01"}},"$defs":{"a/b":{"type":"integer"},
+      "c~d":{"type":"string"},"e~1":{"type":"boolean"}}})");
+  EXPECT_TRUE(matches(escaped, R"({"x":1,"y":"s","z":true})"));
+  EXPECT_FALSE(matches(escaped, R"({"x":"1"})"));
+  EXPECT_FALSE(matches(escaped, R"({"z":1})"));
 }
 
 TEST(ConstrainGrammar, RefusesWhatItCannotCompileNamingTheKeyword) {

@@ -341,9 +341,11 @@ class Compiler {
     size_t pos = 1;
     while (pos < target.size()) {
       const size_t next = std::min(target.find('/', pos + 1), target.size());
-      std::string token = target.substr(pos + 1, next - pos - 1);
-      for (size_t i; (i = token.find("~1")) != std::string::npos;) token.replace(i, 2, "/");
-      for (size_t i; (i = token.find("~0")) != std::string::npos;) token.replace(i, 2, "~");
+      std::string token;  // JSON Pointer escapes: ~1 is '/', ~0 is '~'
+      for (size_t i = pos + 1; i < next; ++i) {
+        const bool escape = target[i] == '~' && i + 1 < next && (target[i + 1] == '0' || target[i + 1] == '1');
+        token += escape ? (target[++i] == '1' ? '/' : '~') : target[i];
+      }
       if (!at->is_object() || !at->contains(token)) fail(path, "\"" + target + "\" does not resolve within the schema");
       at = &(*at)[token];
       pos = next;
