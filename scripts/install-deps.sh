@@ -12,6 +12,7 @@ packages=(
   libhwy-dev              # portable SIMD with runtime dispatch
   libgtest-dev libgmock-dev
   libbenchmark-dev
+  haproxy                 # the balancer of deploy/haproxy (replicas with session affinity) and its tests
 )
 
 missing=()

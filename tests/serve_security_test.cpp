@@ -426,5 +426,34 @@ TEST(ServeSecurity, ApiKeyMustMatchExactly) {
   EXPECT_EQ(client.Options("/v1/messages")->status, 204);
 }
 
+// A balancer's probes need no key; what the prefix cache holds (hashes of key holders' prompts)
+// does, as every API route.
+TEST(ServeSecurity, ProbesAreOpenAndTheCacheSignalNeedsTheKey) {
+  ServerProcess server({"--api-key", "sekret"});
+  auto client = server.client();
+  auto live = client.Get("/live");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->status, 200);
+  EXPECT_EQ(json::parse(live->body)["status"], "ok");
+  auto health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  const std::string instance = json::parse(health->body)["instance"];
+  EXPECT_EQ(instance.rfind("keel_", 0), 0u);
+  for (const char* path : {"/kv/blocks", "/kv/events?after=0"}) {
+    EXPECT_EQ(client.Get(path)->status, 401) << path;
+    auto held = client.Get(path, {{"x-api-key", "sekret"}});
+    ASSERT_TRUE(held);
+    EXPECT_EQ(held->status, 200) << path;
+    EXPECT_EQ(json::parse(held->body)["instance"], instance);
+  }
+  const std::string body = hello().dump();
+  EXPECT_EQ(client.Post("/kv/prefix/v1/messages", body, "application/json")->status, 401);
+  auto prefix = client.Post("/kv/prefix/v1/messages", {{"x-api-key", "sekret"}}, body, "application/json");
+  ASSERT_TRUE(prefix);
+  EXPECT_EQ(prefix->status, 200) << prefix->body;
+  EXPECT_EQ(json::parse(prefix->body)["instance"], instance);
+}
+
 }  // namespace
 }  // namespace keel::test

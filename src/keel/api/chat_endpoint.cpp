@@ -13,6 +13,7 @@
 #include <random>
 
 #include "keel/api/chat_result.h"
+#include "keel/api/kv_routes.h"
 #include "keel/api/log_text.h"
 #include "keel/api/request_json.h"
 #include "keel/api/responses_response.h"
@@ -577,6 +578,22 @@ void handle_count_tokens(ServerState& s, const http::Request& req, http::Respons
     send_error(res, Protocol::Anthropic, to_api_error(e, PlainError::BadRequest));
     s.metrics.count_response("/v1/messages/count_tokens", res.status);
   }
+}
+
+void handle_kv_prefix(ServerState& s, Protocol protocol, const http::Request& req, http::Response& res,
+                      uint64_t cache_salt) {
+  try {
+    const nlohmann::ordered_json body = [&] {
+      const PreparationGate::Ticket ticket = admit_preparation(s, req);  // released last, as in prepare_request
+      ChatRequest r = parse_request(protocol, req.body, s.options.limits);
+      s.registry.require(r.model);
+      return kv_prefix_json(s.session.pool(), s.instance, prepare_prompt(s.model, r), cache_salt);
+    }();
+    res.set_content(body.dump(), "application/json");
+  } catch (const std::exception& e) {
+    send_error(res, protocol, to_api_error(e, PlainError::BadRequest));
+  }
+  s.metrics.count_response("/kv/prefix", res.status);
 }
 
 }  // namespace keel::api

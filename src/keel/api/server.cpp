@@ -1,5 +1,7 @@
 #include "keel/api/server.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -7,6 +9,7 @@
 
 #include "keel/api/cache_salt.h"
 #include "keel/api/http_access.h"
+#include "keel/api/kv_routes.h"
 #include "keel/api/log_text.h"
 #include "keel/api/request_capture.h"
 #include "keel/api/server_state.h"
@@ -81,6 +84,30 @@ std::string route_label(const std::string& path) {
   if (path.size() > 14 && path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   return "other";
 }
+
+// The unsigned number in the query parameter `name` of a request target ("/kv/events?after=12"),
+// or `fallback` when there is none; throws keel::Error when it is not a number.
+uint64_t query_number(const std::string& target, std::string_view name, uint64_t fallback) {
+  const size_t query = target.find('?');
+  if (query == std::string::npos) return fallback;
+  std::string_view rest = std::string_view(target).substr(query + 1);
+  while (!rest.empty()) {
+    const std::string_view param = rest.substr(0, rest.find('&'));
+    rest.remove_prefix(std::min(rest.size(), param.size() + 1));
+    if (!param.starts_with(name) || param.size() <= name.size() || param[name.size()] != '=') continue;
+    const std::string_view value = param.substr(name.size() + 1);
+    uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || end != value.data() + value.size() || value.empty())
+      throw Error("query parameter " + std::string(name) + ": '" + log_safe(std::string(value), 40) +
+                  "' is not a whole number");
+    return n;
+  }
+  return fallback;
+}
+
+// The most /kv/events answers at once: ~100 bytes each, so a page stays near a megabyte.
+constexpr size_t kKvEventsPage = 10000;
 
 // "req_" and 24 random characters: the form of Anthropic's request ids.
 std::string new_request_id() {
@@ -185,10 +212,12 @@ std::vector<std::pair<std::string, std::pair<std::string, double>>> kv_gauges(co
 nlohmann::ordered_json health_json(const ServerState& s, bool full_path) {
   const SchedulerStats sched = s.scheduler.stats();
   const bool busy = sched.running > 0;
-  nlohmann::ordered_json h = {{"status", "ok"}, {"model", s.registry.id()}};
+  // Draining (SIGTERM): a balancer's readiness check fails at once, while the running streams finish.
+  nlohmann::ordered_json h = {{"status", s.shutting_down ? "draining" : "ok"}, {"model", s.registry.id()}};
   if (full_path) h["path"] = s.model.dir().string();
   h["aliases"] = s.registry.aliases();
   h["any_name"] = s.registry.wildcard();
+  h["instance"] = s.instance;
   h["state"] = busy ? "generating" : "idle";
   h["queue"] = {{"waiting", sched.waiting}, {"running", sched.running}, {"max_waiting", s.scheduler.max_waiting()}};
   h["scheduler"] = {{"parallel", s.scheduler.options().parallel},
@@ -430,9 +459,40 @@ struct Server::Impl {
     add("GET", "/api/hello", false, [](const http::Request&, http::Response& res) {
       res.set_content("{\"status\":\"ok\"}", "application/json");
     });
+    // Readiness (a balancer's health check): 503 once draining. Liveness: /live answers while
+    // the process does, touching nothing that a busy engine holds.
     add("GET", "/health", false, [this](const http::Request& req, http::Response& res) {
       res.set_content(health_json(state, access.presents_key(req)).dump(), "application/json");
+      if (state.shutting_down) res.status = 503;
     });
+    add("GET", "/live", false, [](const http::Request&, http::Response& res) {
+      res.set_content("{\"status\":\"ok\"}", "application/json");
+    });
+    add("GET", "/kv/blocks", true, [this](const http::Request&, http::Response& res) {
+      res.set_content(kv_blocks_json(state.session.pool(), state.instance).dump(), "application/json");
+      state.metrics.count_response("/kv/blocks", 200);
+    });
+    add("GET", "/kv/events", true, [this](const http::Request& req, http::Response& res) {
+      try {
+        const uint64_t after = query_number(req.target, "after", 0);
+        const auto limit = static_cast<size_t>(query_number(req.target, "limit", kKvEventsPage));
+        if (auto events = kv_events_json(state.session.pool(), state.instance, after, std::min(limit, kKvEventsPage)))
+          res.set_content(events->dump(), "application/json");
+        else
+          send_error_for(res, req.path, ApiError(410, "invalid_request_error",
+                                                 "events after " + std::to_string(after) +
+                                                     " are gone (or from another process): start over from GET /kv/blocks"));
+      } catch (const std::exception& e) {
+        send_error_for(res, req.path, to_api_error(e, PlainError::BadRequest));
+      }
+      state.metrics.count_response("/kv/events", res.status);
+    });
+    for (const auto& [path, protocol] : {std::pair{"/kv/prefix/v1/messages", Protocol::Anthropic},
+                                         std::pair{"/kv/prefix/v1/chat/completions", Protocol::OpenAI},
+                                         std::pair{"/kv/prefix/v1/responses", Protocol::Responses}})
+      add("POST", path, true, [this, protocol](const http::Request& req, http::Response& res) {
+        handle_kv_prefix(state, protocol, req, res, cache_salt(req));
+      });
     add("GET", "/metrics", true, [this](const http::Request&, http::Response& res) {
       auto gauges = kv_gauges(state);
       const SchedulerStats sched = state.scheduler.stats();

@@ -8,8 +8,10 @@
 // start or locked by its owner.
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <utility>
 
+#include "keel/api/chat_result.h"
 #include "keel/api/metrics.h"
 #include "keel/api/model_registry.h"
 #include "keel/api/preparation_gate.h"
@@ -55,6 +57,8 @@ struct ServerState {
   CallGrammarCache call_grammars;  // thread-safe: HTTP threads build and share tool sets' grammars
   // --warm: how far the warm-up is (atomics: the engine thread counts, /health reads).
   WarmupStatus warmup;
+  // Names this process to a router following /kv/events (kv_routes.h): random, fixed at start.
+  const std::string instance = new_item_id("keel_");
   bool past_grace() const { return shutting_down && Clock::now() >= grace_ends.load(); }
 
   // Thread-safe: HTTP threads submit and read stats; its thread runs the turns, whose callbacks
@@ -73,5 +77,9 @@ void send_error(http::Response& res, Protocol protocol, const ApiError& error);
 void handle_chat(ServerState& state, Protocol protocol, const http::Request& req, http::Response& res,
                  uint64_t cache_salt);
 void handle_count_tokens(ServerState& state, const http::Request& req, http::Response& res);
+// POST /kv/prefix/<chat path>: the request rendered and tokenized as `protocol`'s route would, and
+// answered with its blocks' hashes (kv_routes.h) instead of a turn.
+void handle_kv_prefix(ServerState& state, Protocol protocol, const http::Request& req, http::Response& res,
+                      uint64_t cache_salt);
 
 }  // namespace keel::api

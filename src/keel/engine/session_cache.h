@@ -66,6 +66,9 @@ class SessionCache {
   const kv::KvPolicy& policy() const { return pool_.policy(); }
   bool rotate() const { return pool_.rotate(); }
   const kv::KvBlockLayout& layout() const { return pool_.layout(); }
+  // For the pool's members that take its lock (stats, cached_blocks, events_since, prefix_hashes):
+  // any thread.
+  const kv::KvPool& pool() const { return pool_; }
 
  private:
   struct Live {

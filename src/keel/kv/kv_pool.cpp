@@ -82,6 +82,27 @@ std::vector<KvDiskBlockId> KvPool::block_chain(std::span<const int32_t> tokens, 
   return chain;
 }
 
+KvPool::CachedBlocks KvPool::cached_blocks() const {
+  std::lock_guard lock(mu_);
+  CachedBlocks out;
+  out.seq = events_.last_seq();
+  out.hashes.reserve(cached_.size());
+  for (const auto& [hash, block] : cached_) out.hashes.push_back(hash);
+  return out;
+}
+
+std::optional<std::vector<KvBlockEvent>> KvPool::events_since(uint64_t after, size_t limit) const {
+  std::lock_guard lock(mu_);
+  return events_.since(after, limit);
+}
+
+std::vector<uint64_t> KvPool::prefix_hashes(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                                            uint64_t cache_salt) const {
+  std::vector<uint64_t> hashes;
+  for (const KvDiskBlockId& id : block_chain(tokens, roles, cache_salt)) hashes.push_back(id.hash);
+  return hashes;
+}
+
 int64_t KvPool::cached_prefix_bound(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
                                     uint64_t cache_salt) const {
   const std::vector<KvDiskBlockId> chain = block_chain(tokens, roles, cache_salt);
@@ -437,6 +458,7 @@ void KvPool::evict_locked(KvBlock& block) {
   for (auto it = first; it != last; ++it) {
     if (it->second == &block) {
       cached_.erase(it);
+      events_.removed(block.hash);
       break;
     }
   }
@@ -506,6 +528,7 @@ void KvPool::insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent
     ++parent->children;
   }
   cached_.emplace(hash, &block);
+  events_.stored(hash, parent != nullptr ? parent->hash : kv_salted_root(chain_root_, cache_salt));
   // Written as soon as it is published (a copy, queued by offer_published_to_disk), so a crash or
   // SIGTERM loses little; a full queue leaves it for its eviction.
   if (disk_ && !block.on_disk) disk_offers_.emplace_back(&block, hash);

@@ -41,6 +41,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <unordered_map>
@@ -50,6 +51,7 @@
 #include "keel/kv/kv_block.h"
 #include "keel/kv/kv_block_layout.h"
 #include "keel/kv/kv_disk_tier.h"
+#include "keel/kv/kv_events.h"
 #include "keel/kv/kv_policy.h"
 #include "keel/kv/kv_pool_stats.h"
 #include "keel/kv/kv_sequence.h"
@@ -96,6 +98,19 @@ class KvPool {
   // KvSequence::prepare_pass over a batch); throws keel::CapacityError when live sequences hold
   // too much for that.
   void make_room(int64_t bytes);
+
+  // The prefix cache as a router outside the process sees it (kv_events.h, docs/deploy.md): every
+  // cached block's hash, with the number of the last event the list includes; the events after a
+  // number (at most `limit`), or nothing when the reader must take a new list; and the hashes
+  // open() would look up for a prompt, in order. None of them changes the cache.
+  struct CachedBlocks {
+    uint64_t seq = 0;
+    std::vector<uint64_t> hashes;
+  };
+  CachedBlocks cached_blocks() const;
+  std::optional<std::vector<KvBlockEvent>> events_since(uint64_t after, size_t limit) const;
+  std::vector<uint64_t> prefix_hashes(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
+                                      uint64_t cache_salt = 0) const;
 
   KvPoolStats stats() const;
   int64_t budget_bytes() const { return budget_; }
@@ -173,6 +188,7 @@ class KvPool {
   int64_t state_bytes_ = 0, state_snapshots_ = 0;
   int64_t prefix_hits_ = 0, prefix_misses_ = 0, reused_tokens_ = 0, evictions_ = 0;
   int64_t quantizations_ = 0, requantizations_ = 0, disk_reused_blocks_ = 0;
+  KvEventLog events_;  // blocks entering and leaving cached_
 
   // Published blocks not yet offered to the disk tier (offer_published_to_disk), with their hashes:
   // one evicted meanwhile is gone from blocks_ (its rows were queued when it went).
