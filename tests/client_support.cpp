@@ -14,8 +14,6 @@
 #include <stdexcept>
 #include <thread>
 
-extern char** environ;
-
 namespace keel::test {
 namespace {
 
@@ -26,36 +24,6 @@ std::string read_file_or_empty(const std::filesystem::path& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-// Starts argv in a new process group with stdin from /dev/null and stdout/stderr to files.
-int spawn(std::vector<std::string> argv, std::vector<std::string> env, const std::filesystem::path* cwd,
-          const std::filesystem::path& out, const std::filesystem::path& err) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (cwd) posix_spawn_file_actions_addchdir_np(&actions, cwd->c_str());
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  auto cargv = c_strings(argv);
-  auto cenv = c_strings(env);
-  int pid = -1;
-  const int rc = posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
-  return pid;
 }
 
 int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
@@ -72,12 +40,6 @@ std::optional<std::filesystem::path> find_on_path(const std::string& name) {
     if (access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate)) return candidate;
   }
   return std::nullopt;
-}
-
-std::vector<std::string> current_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-  return env;
 }
 
 std::string error_lines(const std::string& log) {
@@ -130,7 +92,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::vecto
   const auto out = io.path() / "stdout";
   const auto err = io.path() / "stderr";
   const auto start = Clock::now();
-  const int pid = spawn(argv, env, &cwd, out, err);
+  const int pid = spawn_process(argv, env, out, err, &cwd);
   ProcessResult r;
   int status = 0;
   for (;;) {
@@ -156,7 +118,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::vecto
 }
 
 BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  pid_ = spawn(argv, env, nullptr, dir_.path() / "stdout", dir_.path() / "stderr");
+  pid_ = spawn_process(argv, env, dir_.path() / "stdout", dir_.path() / "stderr");
 }
 
 BackgroundProcess::~BackgroundProcess() {

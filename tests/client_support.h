@@ -68,7 +68,4 @@ class BackgroundProcess {
 // reason"), one per line; empty when there were none.
 std::string error_lines(const std::string& log);
 
-// The environment of this process as NAME=value strings, for passing on with changes.
-std::vector<std::string> current_environment();
-
 }  // namespace keel::test

@@ -13,9 +13,13 @@
 #include <atomic>
 #include <cstdio>
 #include <future>
+#include <functional>
 #include <map>
+#include <set>
 #include <numeric>
 #include <thread>
+
+#include <httplib.h>
 
 #include "deploy_support.h"
 #include "server_support.h"
@@ -125,6 +129,60 @@ TEST(DeployHaproxy, SessionAffinityKeepsEachSessionOnItsCache) {
   std::map<std::string, int> per_replica;
   for (const auto& session : rows[1].run.turns) ++per_replica[session[0].replica];
   EXPECT_GE(per_replica.size(), 2u);
+}
+
+// Where each client keeps its session key (docs/deploy.md): every request of one key lands on one
+// replica, and the keys spread over the replicas.
+TEST(DeployHaproxy, EveryClientsSessionKeyIsHashed) {
+  REQUIRE_HAPROXY();
+  Deployment deployment(tiny_toolcaller_dir(), 3);
+  httplib::Client client("127.0.0.1", deployment.port());
+  const json chat = {{"model", "keel"}, {"max_tokens", 1}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  const json responses = {{"model", "keel"}, {"max_output_tokens", 16}, {"input", "hi"}};
+  struct Form {
+    const char* name;
+    std::function<httplib::Result(const std::string& key)> send;
+  };
+  const std::vector<Form> forms = {
+      {"Claude Code's x-claude-code-session-id",
+       [&](const std::string& key) {
+         return client.Post("/v1/messages", {{"x-claude-code-session-id", key}}, session_request(key, 1).dump(), "application/json");
+       }},
+      {"Codex's session-id header",
+       [&](const std::string& key) { return client.Post("/v1/responses", {{"session-id", key}}, responses.dump(), "application/json"); }},
+      {"OpenAI's prompt_cache_key",
+       [&](const std::string& key) {
+         json body = chat;
+         body["prompt_cache_key"] = key;
+         return client.Post("/v1/chat/completions", body.dump(), "application/json");
+       }},
+      {"Anthropic's metadata.user_id",
+       [&](const std::string& key) {
+         json body = session_request(key, 1);
+         body["metadata"] = {{"user_id", key}};
+         return client.Post("/v1/messages", body.dump(), "application/json");
+       }},
+      {"OpenAI's user",
+       [&](const std::string& key) {
+         json body = chat;
+         body["user"] = key;
+         return client.Post("/v1/chat/completions", body.dump(), "application/json");
+       }}};
+  for (const Form& form : forms) {
+    std::set<std::string> used;
+    for (int k = 0; k < 6; ++k) {
+      std::set<std::string> replicas;
+      for (int i = 0; i < 3; ++i) {
+        auto res = form.send(std::string(form.name).substr(0, 6) + "-key-" + std::to_string(k));
+        ASSERT_TRUE(res) << form.name;
+        ASSERT_EQ(res->status, 200) << form.name << ": " << res->body;
+        replicas.insert(res->get_header_value("X-Keel-Replica"));
+      }
+      EXPECT_EQ(replicas.size(), 1u) << form.name << ": one key went to " << replicas.size() << " replicas";
+      used.insert(replicas.begin(), replicas.end());
+    }
+    EXPECT_GE(used.size(), 2u) << form.name << ": six keys all went to one replica";
+  }
 }
 
 // A session key that HAProxy sends to `replica` (found by asking: the hash is HAProxy's).

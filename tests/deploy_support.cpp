@@ -1,9 +1,7 @@
 #include "deploy_support.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,8 +16,6 @@
 
 #include "server_support.h"
 
-extern char** environ;
-
 namespace keel::test {
 
 using json = nlohmann::ordered_json;
@@ -29,11 +25,8 @@ namespace {
 
 bool port_is_free(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  const sockaddr_in addr = loopback_address(port);
+  const bool free = bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
   close(fd);
   return free;
 }
@@ -76,23 +69,8 @@ Deployment::Deployment(const std::filesystem::path& model, int replicas, const s
   argv.insert(argv.end(), {"--", "--model", model.string(), "--alias", "*"});
   argv.insert(argv.end(), keel_flags.begin(), keel_flags.end());
 
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::string_view(*e).rfind("KEEL=", 0) != 0) env.emplace_back(*e);
-  env.push_back("KEEL=" + keel.string());
-  std::vector<char*> cargv, cenv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  for (auto& e : env) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  const std::string out = (dir_.path() / "run-replicas.log").string();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  const int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start run-replicas");
+  const auto out = dir_.path() / "run-replicas.log";
+  pid_ = spawn_process(argv, environment_with({"KEEL=" + keel.string()}), out, out);
 
   // Ready once HAProxy answers and a replica behind it does.
   httplib::Client client("127.0.0.1", port_);
@@ -118,12 +96,8 @@ Deployment::~Deployment() {
     if (waitpid(pid_, &status, WNOHANG) == pid_) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  // A stuck run: stop everything it started.
-  for (const char* name : {"haproxy", "keel1", "keel2", "keel3"}) {
-    const auto pid_file = dir_.path() / (std::string(name) + ".pid");
-    if (std::filesystem::exists(pid_file)) kill(std::stoi(read_text(pid_file)), SIGKILL);
-  }
-  kill(pid_, SIGKILL);
+  // A stuck run: stop everything it started (its process group).
+  kill(-pid_, SIGKILL);
   waitpid(pid_, &status, 0);
 }
 

@@ -53,27 +53,7 @@ ServerProcess::ServerProcess(std::vector<std::string> args, std::vector<std::str
   argv.insert(argv.end(), {"--threads", "2"});
   argv.insert(argv.end(), args.begin(), args.end());
 
-  const std::string log_path = (dir_.path() / "serve.log").string();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  std::vector<char*> cenv;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& mine) {
-      return entry.substr(0, entry.find('=') + 1) == std::string_view(mine).substr(0, mine.find('=') + 1);
-    });
-    if (!replaced) cenv.push_back(*e);
-  }
-  for (auto& e : env) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  const int rc = posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start keel serve");
+  pid_ = spawn_process(argv, environment_with(env), "/dev/null", dir_.path() / "serve.log");
 
   // The server logs the port it bound once it is ready to accept connections.
   const std::string listening = "listening on http://127.0.0.1:";
@@ -186,14 +166,19 @@ std::filesystem::path random_talker(const TempDir& dir) {
 }
 
 // A TCP connection to 127.0.0.1:port (throws when it cannot be made).
-int connect_loopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("socket failed");
+sockaddr_in loopback_address(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  return addr;
+}
+
+int connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
+  const sockaddr_in addr = loopback_address(port);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     close(fd);
     throw std::runtime_error("connect failed");
   }

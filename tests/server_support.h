@@ -1,6 +1,8 @@
 #pragma once
 // A real `keel serve` for integration tests: started on 127.0.0.1 with a free port, stopped with
 // SIGTERM when the object goes away. Tests talk to it over HTTP like any client.
+#include <netinet/in.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -81,6 +83,8 @@ struct RawResponse {
   std::string body;
 };
 RawResponse raw_request(int port, const std::string& request);
+// 127.0.0.1:port as a socket address.
+sockaddr_in loopback_address(int port);
 // A TCP connection to 127.0.0.1:port (throws when it cannot be made), and a send of all of `data`
 // that the peer takes.
 int connect_loopback(int port);

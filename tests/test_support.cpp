@@ -1,15 +1,21 @@
 #include "test_support.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+
+extern char** environ;
 
 namespace keel::test {
 
@@ -82,6 +88,55 @@ CommandResult run_command(const std::string& command, bool merge_stderr) {
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
   int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides) {
+  const auto name = [](std::string_view entry) { return entry.substr(0, entry.find('=') + 1); };
+  std::vector<std::string> env;
+  for (const std::string& entry : current_environment()) {
+    const bool replaced = std::any_of(overrides.begin(), overrides.end(),
+                                      [&](const std::string& mine) { return name(entry) == name(mine); });
+    if (!replaced) env.push_back(entry);
+  }
+  env.insert(env.end(), overrides.begin(), overrides.end());
+  return env;
+}
+
+pid_t spawn_process(std::vector<std::string> argv, std::vector<std::string> env, const std::filesystem::path& out,
+                    const std::filesystem::path& err, const std::filesystem::path* cwd) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (err == out)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  else
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (cwd) posix_spawn_file_actions_addchdir_np(&actions, cwd->c_str());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const auto c_strings = [](std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    for (auto& s : strings) out.push_back(s.data());
+    out.push_back(nullptr);
+    return out;
+  };
+  auto cargv = c_strings(argv);
+  auto cenv = c_strings(env);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, cargv[0], &actions, &attr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
 }
 
 }  // namespace keel::test

@@ -1,10 +1,13 @@
 #pragma once
 // Paths the tests need: the repository, the shared fixtures folder (../shared next to the checkout,
 // or $KEEL_SHARED_DIR), and the built keel binary.
+#include <sys/types.h>
+
 #include <ctime>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace keel::test {
 
@@ -40,5 +43,16 @@ struct CommandResult {
   std::string output;
 };
 CommandResult run_command(const std::string& command, bool merge_stderr = true);
+
+// The environment of this process as NAME=value strings, and the same with `overrides` (NAME=value)
+// put over it, for a child's environment.
+std::vector<std::string> current_environment();
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides);
+
+// Starts argv (argv[0] a path) in a new process group of its own, with `env` as its whole
+// environment, stdin from /dev/null, stdout to `out` and stderr to `err` (both to one file when
+// they are the same path), in `cwd` when given. Throws when it cannot start.
+pid_t spawn_process(std::vector<std::string> argv, std::vector<std::string> env, const std::filesystem::path& out,
+                    const std::filesystem::path& err, const std::filesystem::path* cwd = nullptr);
 
 }  // namespace keel::test
