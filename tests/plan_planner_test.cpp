@@ -2,10 +2,14 @@
 // the recommendation, and the refusal serve will give.
 #include <gtest/gtest.h>
 
+#include "keel/engine/model_text.h"
+#include "keel/model/gguf_file.h"
+#include "keel/model/gguf_writer.h"
 #include "keel/plan/kv_bytes.h"
 #include "keel/plan/memory_ceiling.h"
 #include "keel/plan/number_format.h"
 #include "keel/plan/planner.h"
+#include "keel/toolcall/format_detect.h"
 #include "keel/util/error.h"
 #include "test_support.h"
 
@@ -163,6 +167,55 @@ TEST(PlanPlanner, TinyToolcallerFolderIsComplete) {
   EXPECT_EQ(p.chosen, KvPolicy::Full);
   // 4 layers x 2 KV heads x 64: 2 x 4 x 2 x 64 x 2 = 2,048 bytes per token.
   EXPECT_EQ(plan::growing_bytes_per_token(p.layout, keel::KvFormat::BF16), 2048);
+}
+
+// keel plan and keel serve read the same chat template from a GGUF file, so they name the same
+// tool-call format: on every GGUF fixture, and on one whose tool_use variant differs from its
+// default template (serve renders with the variant when tools are offered).
+TEST(PlanPlanner, PlanAndServeReadTheSameTemplateFromEveryGguf) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(keel::test::shared_dir() / "models/gguf"))
+    if (e.path().extension() == ".gguf") files.push_back(e.path());
+  ASSERT_FALSE(files.empty());
+
+  // A copy of the first fixture with a Hermes tool_use variant beside a default without calls.
+  keel::test::TempDir dir;
+  {
+    const keel::gguf::File source(files.front());
+    keel::gguf::Writer w;
+    for (const auto& [key, value] : source.header().metadata)
+      if (!key.starts_with("tokenizer.chat_template")) w.set(key, value);
+    w.set_string("tokenizer.chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}");
+    w.set_string("tokenizer.chat_template.tool_use",
+                 "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}<tool_call>{% endif %}");
+    for (const auto& t : source.header().tensors) {
+      const auto data = source.data(t);
+      w.add_tensor(t.name, t.dims, t.type->id, std::string(data.begin(), data.end()));
+    }
+    files.push_back(dir.path() / "with-tool-use.gguf");
+    w.write(files.back());
+  }
+
+  for (const auto& file : files) {
+    SCOPED_TRACE(file.filename().string());
+    plan::PlanRequest r;
+    r.model = file;
+    r.memory_gib = 1;
+    const auto p = plan::plan_model(r);
+    std::optional<keel::chat::ChatTemplateSource> served;
+    try {
+      served = keel::load_model_chat_template(file, /*want_tools=*/true);
+    } catch (const keel::Error&) {
+      EXPECT_FALSE(p.gates.template_source.has_value()) << "serve finds no template, plan finds one";  // serve refuses it
+      continue;
+    }
+    EXPECT_EQ(p.gates.template_source, served->origin);
+    EXPECT_EQ(p.gates.tool_calls.format, keel::toolcall::detect_tool_call_format(served->source).format);
+  }
+  EXPECT_EQ(keel::toolcall::tool_call_format_info(
+                keel::toolcall::detect_tool_call_format(keel::load_model_chat_template(files.back(), true).source).format)
+                .name,
+            std::string("hermes"));
 }
 
 TEST(PlanMemoryCeiling, FromMeminfoAndCgroup) {

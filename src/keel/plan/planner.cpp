@@ -2,6 +2,7 @@
 
 #include "keel/arch/gguf_model.h"
 #include "keel/arch/model_loader.h"
+#include "keel/chat/gguf_template.h"
 #include "keel/chat/template_files.h"
 #include "keel/model/config_view.h"
 #include "keel/model/gguf_file.h"
@@ -126,8 +127,8 @@ AgentGates read_gates(const ModelPaths& paths, const std::optional<fs::path>& ov
   if (override_file) {
     t = chat::read_chat_template_file(*override_file);
   } else if (paths.gguf) {
-    if (auto text = gguf::File(*paths.gguf).optional_string("tokenizer.chat_template"))
-      t = chat::ChatTemplateText{*text, "tokenizer.chat_template of " + paths.gguf->filename().string()};
+    // The template keel serve renders with (ServedModel): the tool_use variant when the file has one.
+    t = chat::find_gguf_chat_template(gguf::File(*paths.gguf).header(), paths.gguf->string(), /*want_tools=*/true);
   } else {
     t = chat::find_chat_template(paths.dir);
   }
