@@ -26,6 +26,7 @@
 #include "keel/ops/simd_kernels.h"
 #include "keel/plan/number_format.h"
 #include "keel/plan/planner.h"
+#include "keel/plan/serving_budget.h"
 #include "keel/util/error.h"
 #include "keel/util/heap.h"
 
@@ -128,97 +129,22 @@ constexpr long kMaxToolRetries = 32;
 constexpr long kMaxQueueDepth = 1024;
 constexpr long kMaxBodyMiB = 1024;
 constexpr long kMaxParallel = 64;
-constexpr int64_t kTokensPerParallelTurn = 4096;
-
-// The KV context serve reserves when --context is not given: the model's own limit, capped so a
-// long-context model does not claim all memory for tokens a local session rarely reaches.
-constexpr int64_t kDefaultContextCap = 32768;
 
 double gib_flag(const Args& args, const std::string& flag) {
   return parse_number_flag(flag, *flag_or_env(args, flag), 0, kMaxGiB, true);
 }
 
-// What serve runs with: the plan (the same one `keel plan` prints), the KV policy and the pool's
-// budget in bytes.
-struct ServingPlan {
-  plan::Plan plan;
-  kv::KvPolicy policy;
-  int64_t kv_budget = 0;
-  std::string policy_origin;
-};
-
-bool is_preset_name(const std::string& text) {
-  for (plan::KvPolicy p : {plan::KvPolicy::Auto, plan::KvPolicy::Full, plan::KvPolicy::Int8, plan::KvPolicy::Int4,
-                           plan::KvPolicy::Protect, plan::KvPolicy::ProtectKeys})
-    if (plan::kv_policy_name(p) == text) return true;
-  return false;
-}
-
-// Refuses, before anything is loaded, a model and context that cannot fit (the error carries the
-// plan). `auto` takes the most precise preset that fits; an explicit spec must fit by itself.
-ServingPlan plan_serving(const Args& args, const std::string& model_dir) {
-  plan::PlanRequest request;
-  request.model = model_dir;
-  if (flag_or_env(args, "context")) request.context = int_flag(args, "context", 0, 1, kMaxTokenCount);
-  if (flag_or_env(args, "memory")) request.memory_gib = gib_flag(args, "memory");
-  const std::string policy_text = flag_or_env(args, "kv-policy").value_or("auto");
-  const bool preset = is_preset_name(policy_text);
-  request.policy = preset ? plan::parse_kv_policy(policy_text) : plan::KvPolicy::Full;
-  kv::KvPolicy explicit_policy = preset ? kv::KvPolicy() : kv::KvPolicy::parse(policy_text);
-
-  plan::Plan p = plan::plan_model(request);
-  if (!request.context && p.max_context && *p.max_context > kDefaultContextCap) {
-    request.context = kDefaultContextCap;
-    p = plan::plan_model(request);
-  }
-  const ModelSpec spec = arch::load_runnable_spec(p.config_path);
-  // Positions past the model's limit were never trained (and its RoPE tables end there): a context
-  // beyond it would accept conversations the model cannot read.
-  if (request.context && *request.context > spec.max_position)
-    throw Error("--context " + std::to_string(*request.context) + " is more than the model's max_position_embeddings (" +
-                std::to_string(spec.max_position) + ", " + p.config_path.string() + "); use --context " +
-                std::to_string(spec.max_position) + " or less");
-  const auto full_bytes = static_cast<int64_t>(kv::kv_bytes_per_token(spec, kv::KvPolicy(), p.context) *
-                                               static_cast<double>(p.context));
-  ServingPlan out{p, kv::KvPolicy(), 0, ""};
-  if (preset) {
-    plan::require_fit(p);
-    out.policy = kv::KvPolicy::preset(*p.chosen);
-    out.policy_origin = request.policy == plan::KvPolicy::Auto
-                            ? "auto: the most precise preset that fits is " + std::string(plan::kv_policy_name(*p.chosen))
-                            : "--kv-policy " + policy_text;
-  } else {
-    if (!p.weights.bytes) throw Error("cannot check the fit, the weight bytes are unknown: " + p.weights.bytes_source);
-    out.policy = explicit_policy;
-    out.policy_origin = "--kv-policy " + policy_text;
-  }
-  // The pool gets what is left under the ceiling, up to what a full-precision context needs (more
-  // room than one context keeps other conversations' prefixes cached), and at least the policy's
-  // own need for one context.
-  const auto left = static_cast<int64_t>(plan::kv_budget_bytes(p).value_or(0));
-  // One whole context at its peak: between passes, plus what the pass in flight holds besides
-  // (its chunk's blocks at bf16 beside their quantized form), so a turn that fills the context
-  // alone never finds the pool short.
-  const auto need = static_cast<int64_t>(kv::kv_bytes_per_token(spec, out.policy, p.context) *
-                                         static_cast<double>(p.context)) +
-                    kv::kv_pass_bytes(spec, out.policy, std::min(SchedulerOptions{}.prefill_chunk, p.context));
-  if (need > left)
-    throw Error("the KV cache for " + std::to_string(p.context) + " tokens under " + out.policy.describe() + " needs " +
-                plan::format_size(static_cast<uint64_t>(need)) + " but only " +
-                plan::format_size(static_cast<uint64_t>(std::max<int64_t>(left, 0))) +
-                " is left under the memory ceiling after the weights and scratch (" + p.ceiling.source +
-                "); lower --context or choose a smaller --kv-policy");
-  out.kv_budget = std::max(need, std::min(full_bytes, left));
-  if (flag_or_env(args, "kv-memory")) {
-    out.kv_budget = static_cast<int64_t>(gib_flag(args, "kv-memory") * (1ull << 30));
-    // A pool smaller than one context would fail a long enough conversation on every retry: the
-    // engine runs one sequence at a time, so no other request is there to free the room.
-    if (out.kv_budget < need)
-      throw Error("--kv-memory " + plan::format_size(static_cast<uint64_t>(out.kv_budget)) + " holds less than one " +
-                  std::to_string(p.context) + "-token context under " + out.policy.describe() + " (" +
-                  plan::format_size(static_cast<uint64_t>(need)) + "); raise --kv-memory or lower --context");
-  }
-  return out;
+// What serve runs with (plan/serving_budget.h), from its flags. Refuses, before anything is
+// loaded, a model and context that cannot fit (the error carries the plan).
+plan::ServingBudget plan_serving(const Args& args, const std::string& model_dir) {
+  plan::ServingRequest request;
+  request.plan.model = model_dir;
+  if (flag_or_env(args, "context")) request.plan.context = int_flag(args, "context", 0, 1, kMaxTokenCount);
+  if (flag_or_env(args, "memory")) request.plan.memory_gib = gib_flag(args, "memory");
+  request.kv_policy = flag_or_env(args, "kv-policy").value_or("auto");
+  if (flag_or_env(args, "kv-memory")) request.kv_memory_gib = gib_flag(args, "kv-memory");
+  request.prefill_chunk = SchedulerOptions{}.prefill_chunk;
+  return plan::serving_budget(std::move(request));
 }
 
 // Who besides local programs may call: said at start, with a warning for each rule turned off.
@@ -311,7 +237,7 @@ int serve_command(const CommandArgs& argv) {
   const long parallel_flag = int_flag(args, "parallel", 0, 1, kMaxParallel);  // 0: not given
 
   // Refuse before loading anything what cannot fit (the plan says why).
-  const ServingPlan serving = plan_serving(args, *model_dir);
+  const plan::ServingBudget serving = plan_serving(args, *model_dir);
   const plan::Plan& plan = serving.plan;
   const std::string rotate = flag_or_env(args, "kv-rotate").value_or("on");
   if (rotate != "on" && rotate != "off") throw Error("--kv-rotate: '" + rotate + "' is neither on nor off");
@@ -335,13 +261,9 @@ int serve_command(const CommandArgs& argv) {
   ServedModel model(model_options);
   const ModelSpec& spec = model.weights().spec;
   // Turns at once: --parallel, else as many as the pool holds 4,096-token conversations, 2 to 8.
-  // More than the pool holds at their peak is safe (the scheduler preempts), only slower.
-  const auto bytes_per_token = kv::kv_bytes_per_token(spec, serving.policy, plan.context);
-  const auto pool_tokens = static_cast<int64_t>(static_cast<double>(serving.kv_budget) / std::max(bytes_per_token, 1.0));
-  options.parallel = static_cast<size_t>(parallel_flag ? parallel_flag
-                                                      : std::clamp<int64_t>(pool_tokens / kTokensPerParallelTurn, 2, 8));
+  options.parallel = static_cast<size_t>(parallel_flag ? parallel_flag : serving.default_parallel);
   const int64_t state_interval = args.get_int("kv-state-interval", kv::kDefaultStateInterval, 1, 1 << 20);
-  SessionCache session(spec, serving.kv_budget, serving.policy, rotate == "on", plan.context, 2 * options.parallel,
+  SessionCache session(spec, serving.kv_budget_bytes, serving.policy, rotate == "on", plan.context, 2 * options.parallel,
                        disk, state_interval);
 
   options.aliases = args.get_all("alias");
@@ -379,13 +301,11 @@ int serve_command(const CommandArgs& argv) {
                2 * options.parallel);
   std::fprintf(stderr, "keel serve: memory: weights %s + KV pool %s (context %lld tokens) + scratch %s, ceiling %s (%s)\n",
                plan::format_size(plan.weights.bytes.value_or(0)).c_str(),
-               plan::format_size(static_cast<uint64_t>(serving.kv_budget)).c_str(), static_cast<long long>(plan.context),
+               plan::format_size(static_cast<uint64_t>(serving.kv_budget_bytes)).c_str(), static_cast<long long>(plan.context),
                plan::format_size(plan.scratch.total()).c_str(), plan::format_size(plan.ceiling.bytes).c_str(),
                plan.ceiling.source.c_str());
 
-  // Requests are prepared (parsed, rendered, tokenized) in what the ceiling leaves after the rest.
-  const uint64_t committed = plan.weights.bytes.value_or(0) + static_cast<uint64_t>(serving.kv_budget) + plan.scratch.total();
-  options.preparation_budget_bytes = plan.ceiling.bytes > committed ? plan.ceiling.bytes - committed : 0;
+  options.preparation_budget_bytes = serving.preparation_budget_bytes;
   std::fprintf(stderr, "keel serve: request preparation: up to %s at once (bodies up to %s, about %zu bytes per body "
                        "byte while parsed and tokenized)\n",
                plan::format_size(api::effective_preparation_budget(options.preparation_budget_bytes, options.max_body_bytes)).c_str(),
