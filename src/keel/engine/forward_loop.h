@@ -1,9 +1,11 @@
 #pragma once
 // The one loop that runs the model over a paged KV sequence (keel/kv/kv_sequence.h): a forward
-// pass over tokens and their roles, the chunked prefill of a prompt, and one decode step. Chat
-// turns, `keel run`, `keel bench` and eval all run the model through these, so the sequence
-// protocol (append_tokens() before each pass, forget the appended tokens when a pass fails) and the
-// chunking that chunk invariance is about (docs/engine.md) live in one place.
+// pass over tokens and their roles, the chunked prefill of a prompt, and one decode step, for one
+// sequence at a time: `keel run`'s raw generation, `keel bench`, eval's fidelity runs and the
+// golden tests. Chat turns do not come through here: the scheduler batches several sequences in
+// one pass (engine/scheduler.h, Turn::prepare_pass). Both keep the sequence protocol
+// (append_tokens() before each pass, forget the appended tokens when a pass fails) and chunk
+// sequences the same way, which chunk invariance is about (docs/engine.md).
 //
 // Threads: whichever thread owns `model` and `sequence` for the call (the engine thread in
 // `keel serve`); a Transformer runs one pass at a time, it owns its activation buffers.
