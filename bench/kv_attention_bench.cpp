@@ -39,7 +39,7 @@ Cache make_cache(KvFormat f, int64_t dim, int64_t positions) {
   for (int64_t p = 0; p < positions; ++p) {
     for (int half = 0; half < 2; ++half) {
       for (float& v : x) v = normal(rng);
-      kv::encode_row(f, x.data(), dim, rotate, c.bytes.data() + p * stride + half * c.row);
+      kv::encode_kv_row(f, x.data(), dim, rotate, c.bytes.data() + p * stride + half * c.row);
     }
   }
   for (int64_t p = 0; p < positions; p += kBlock) {

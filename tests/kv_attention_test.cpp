@@ -48,10 +48,10 @@ Segment make_segment(std::mt19937& rng, KvFormat f, bool rotated, int64_t count,
       v[d] = normal(rng) + 0.3f;
     }
     uint8_t* row = s.bytes.data() + static_cast<size_t>(i) * s.stride;
-    kv::encode_row(f, k.data(), dim, rotated, row);
-    kv::encode_row(f, v.data(), dim, rotated, row + kv::row_bytes(f, dim));
-    kv::decode_row(f, row, dim, rotated, s.k.data() + i * dim);
-    kv::decode_row(f, row + kv::row_bytes(f, dim), dim, rotated, s.v.data() + i * dim);
+    kv::encode_kv_row(f, k.data(), dim, rotated, row);
+    kv::encode_kv_row(f, v.data(), dim, rotated, row + kv::row_bytes(f, dim));
+    kv::decode_kv_row(f, row, dim, rotated, s.k.data() + i * dim);
+    kv::decode_kv_row(f, row + kv::row_bytes(f, dim), dim, rotated, s.v.data() + i * dim);
   }
   return s;
 }

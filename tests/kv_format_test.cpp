@@ -28,9 +28,9 @@ std::vector<float> random_row(std::mt19937& rng, int64_t dim, float spread) {
 std::vector<float> round_trip(KvFormat f, const std::vector<float>& x, bool rotate) {
   const int64_t dim = static_cast<int64_t>(x.size());
   std::vector<uint8_t> row(kv::row_bytes(f, dim));
-  kv::encode_row(f, x.data(), dim, rotate, row.data());
+  kv::encode_kv_row(f, x.data(), dim, rotate, row.data());
   std::vector<float> y(x.size());
-  kv::decode_row(f, row.data(), dim, rotate, y.data());
+  kv::decode_kv_row(f, row.data(), dim, rotate, y.data());
   return y;
 }
 
@@ -82,7 +82,7 @@ TEST(KvFormat, RowBytesMatchTheCostTableAndEncodeWritesExactlyThat) {
       const auto x = random_row(rng, dim, 3.0f);
       const size_t n = kv::row_bytes(f, dim);
       std::vector<uint8_t> buf(n + 16, 0xAB);
-      kv::encode_row(f, x.data(), dim, kv::rotated_by_default(f), buf.data());
+      kv::encode_kv_row(f, x.data(), dim, kv::rotated_by_default(f), buf.data());
       for (size_t i = n; i < buf.size(); ++i) ASSERT_EQ(buf[i], 0xAB) << keel::kv_format_name(f) << " dim " << dim;
     }
   }
@@ -211,9 +211,9 @@ TEST(KvFormat, QuantizedFormatsRejectDimsThatAreNotGroupMultiples) {
   std::vector<float> x(48, 1.0f), y(48);
   std::vector<uint8_t> row(256);
   for (KvFormat f : kQuantized) {
-    EXPECT_THROW(kv::encode_row(f, x.data(), 48, false, row.data()), keel::Error);
-    EXPECT_THROW(kv::decode_row(f, row.data(), 48, false, y.data()), keel::Error);
+    EXPECT_THROW(kv::encode_kv_row(f, x.data(), 48, false, row.data()), keel::Error);
+    EXPECT_THROW(kv::decode_kv_row(f, row.data(), 48, false, y.data()), keel::Error);
   }
-  EXPECT_NO_THROW(kv::encode_row(KvFormat::BF16, x.data(), 48, false, row.data()));
-  EXPECT_THROW(kv::encode_row(KvFormat::BF16, x.data(), 0, false, row.data()), keel::Error);
+  EXPECT_NO_THROW(kv::encode_kv_row(KvFormat::BF16, x.data(), 48, false, row.data()));
+  EXPECT_THROW(kv::encode_kv_row(KvFormat::BF16, x.data(), 0, false, row.data()), keel::Error);
 }

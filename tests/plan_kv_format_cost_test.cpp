@@ -3,7 +3,7 @@
 
 #include "keel/kv/kv_format_cost.h"
 #include "keel/plan/kv_bytes.h"
-#include "keel/plan/kv_policy.h"
+#include "keel/plan/kv_presets.h"
 #include "keel/util/error.h"
 
 using keel::KvFormat;
@@ -27,10 +27,10 @@ TEST(PlanKvFormatCost, HeadOf64AndOddSizes) {
 }
 
 TEST(PlanKvPolicy, ParsesNamesAndRejectsOthers) {
-  EXPECT_EQ(plan::parse_kv_policy("protect"), plan::KvPolicy::Protect);
-  EXPECT_EQ(plan::parse_kv_policy("auto"), plan::KvPolicy::Auto);
+  EXPECT_EQ(plan::parse_kv_preset("protect"), plan::KvPreset::Protect);
+  EXPECT_EQ(plan::parse_kv_preset("auto"), plan::KvPreset::Auto);
   try {
-    plan::parse_kv_policy("fp8");
+    plan::parse_kv_preset("fp8");
     FAIL();
   } catch (const keel::Error& e) {
     EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos);
@@ -55,15 +55,15 @@ TEST(PlanKvPolicy, ProtectKeepsItsSinkBlockAndRecentWindowsAtBf16) {
   // The peak is at 9,999 tokens (625 blocks, the last one partly filled): block 0 (4 sinks), the
   // 17 blocks inside the last 256 tokens, and the 16 before them (kept at bf16 too, for branches)
   // are bf16; blocks 1..607 int4 (the 16 branch blocks in both forms).
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Protect, 10000), 607u * 320 + 34u * 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Protect, 10000), 607u * 320 + 34u * 1024);
   // Short contexts are all bf16.
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Protect, 100), 7u * 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Protect, 100), 7u * 1024);
   // Uniform presets: whole blocks; one token short of a block boundary the last block is still
   // incomplete, and so bf16.
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Full, 7), 1024u);
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Int8, 10000), 624u * 544 + 1024);
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Int4, 10000), 624u * 320 + 1024);
-  EXPECT_THROW(plan::kv_bytes_for_context(layout, plan::KvPolicy::Auto, 7), keel::Error);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Full, 7), 1024u);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Int8, 10000), 624u * 544 + 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Int4, 10000), 624u * 320 + 1024);
+  EXPECT_THROW(plan::kv_bytes_for_context(layout, plan::KvPreset::Auto, 7), keel::Error);
 }
 
 TEST(PlanKvPolicy, SlidingLayersHoldTheirWindowAndOneBlockMore) {
@@ -71,11 +71,11 @@ TEST(PlanKvPolicy, SlidingLayersHoldTheirWindowAndOneBlockMore) {
   // Window 100, plus the block the next turn resumes from, plus the partly filled blocks at both
   // ends: 9 blocks at the peak. At 9,985 tokens it keeps blocks 616-624: the window of a query 16
   // positions back (9,969) starts at 9,870, in block 616.
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Full, 10000), 9u * 1024);
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Full, 1000000), 9u * 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Full, 10000), 9u * 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Full, 1000000), 9u * 1024);
   // int8 quantizes blocks as they complete (the window is wider than the recent window of 0).
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Int8, 10000), 8u * 544 + 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Int8, 10000), 8u * 544 + 1024);
   // protect: the recent window (256) is wider than the sliding window, so nothing is quantized and
   // no sink survives the window.
-  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPolicy::Protect, 10000), 9u * 1024);
+  EXPECT_EQ(plan::kv_bytes_for_context(layout, plan::KvPreset::Protect, 10000), 9u * 1024);
 }

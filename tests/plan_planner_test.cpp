@@ -14,12 +14,12 @@
 #include "test_support.h"
 
 namespace plan = keel::plan;
-using plan::KvPolicy;
+using plan::KvPreset;
 
 namespace {
 
 plan::Plan plan_for(const std::string& config, double memory_gib, std::optional<int64_t> context = std::nullopt,
-                    KvPolicy policy = KvPolicy::Auto) {
+                    KvPreset policy = KvPreset::Auto) {
   plan::PlanRequest r;
   r.model = keel::test::shared_dir() / "fixtures/configs" / config;
   r.memory_gib = memory_gib;
@@ -40,12 +40,12 @@ TEST(PlanPlanner, Qwen3_14B_Mlx4OnA16GiBCeiling) {
   EXPECT_EQ(p.context, 40960);
   const uint64_t base = 8307783680u + p.scratch.total();
   // Full bf16 at 40,960 tokens: 163,840 x 40,960 = 6.25 GiB of KV; 7.74 GiB weights: fits in 16.
-  const auto& full = p.preset(KvPolicy::Full);
+  const auto& full = p.preset(KvPreset::Full);
   EXPECT_EQ(full.kv_bytes, 163840ull * 40960);
   EXPECT_EQ(*full.total_bytes, base + full.kv_bytes);
   EXPECT_TRUE(*full.fits);
-  EXPECT_EQ(p.chosen, KvPolicy::Full);
-  EXPECT_EQ(p.recommendation.policy, KvPolicy::Full);
+  EXPECT_EQ(p.chosen, KvPreset::Full);
+  EXPECT_EQ(p.recommendation.policy, KvPreset::Full);
   // Capped at the model's maximum, not at what memory would allow.
   EXPECT_EQ(*full.largest_context, 40960);
 }
@@ -56,13 +56,13 @@ TEST(PlanPlanner, LargestContextIsWhatTheCeilingLeavesOverPerToken) {
   auto p = plan_for("Qwen3-14B-MLX-4bit", 12);
   const uint64_t left = 12 * kGiB - 8307783680u - p.scratch.total();
   // The pool stores whole blocks of 16 tokens.
-  EXPECT_EQ(*p.preset(KvPolicy::Full).largest_context, static_cast<int64_t>(left / (16 * 163840) * 16));
-  EXPECT_EQ(*p.preset(KvPolicy::Int8).largest_context, std::min<int64_t>(40960, left / (2 * 40 * 8 * 136)));
+  EXPECT_EQ(*p.preset(KvPreset::Full).largest_context, static_cast<int64_t>(left / (16 * 163840) * 16));
+  EXPECT_EQ(*p.preset(KvPreset::Int8).largest_context, std::min<int64_t>(40960, left / (2 * 40 * 8 * 136)));
   // auto takes the most precise preset that holds the 40,960 tokens asked for.
-  EXPECT_FALSE(*p.preset(KvPolicy::Full).fits);
-  EXPECT_EQ(p.chosen, KvPolicy::Int8);
+  EXPECT_FALSE(*p.preset(KvPreset::Full).fits);
+  EXPECT_EQ(p.chosen, KvPreset::Int8);
   EXPECT_EQ(plan::kv_budget_bytes(p), left);
-  EXPECT_LE(p.preset(KvPolicy::Int8).kv_bytes, left);
+  EXPECT_LE(p.preset(KvPreset::Int8).kv_bytes, left);
   EXPECT_NE(p.recommendation.text.find("--kv-policy int8 --context 40960"), std::string::npos) << p.recommendation.text;
 }
 
@@ -72,16 +72,16 @@ TEST(PlanPlanner, ProtectAddsItsBf16WindowToTheInt4Bulk) {
   // tokens x 163,840 at bf16 (the sinks' block, the 17 blocks holding the last 256 tokens, and the
   // 16 before them that a branch inside the window re-reads) + 2,030 blocks x 16 tokens x
   // (2 x 40 x 8 x 80 = 51,200) at int4 (the 16 branch blocks in both forms).
-  EXPECT_EQ(p.preset(KvPolicy::Protect).kv_bytes, 544ull * 163840 + 32480ull * 51200);
+  EXPECT_EQ(p.preset(KvPreset::Protect).kv_bytes, 544ull * 163840 + 32480ull * 51200);
   // int4: the last, incomplete block is still bf16.
-  EXPECT_EQ(p.preset(KvPolicy::Int4).kv_bytes, 32752ull * 51200 + 16ull * 163840);
+  EXPECT_EQ(p.preset(KvPreset::Int4).kv_bytes, 32752ull * 51200 + 16ull * 163840);
 }
 
 TEST(PlanPlanner, NothingFitsTheRequestedContext) {
   // 8.5 GiB: the weights (7.74 GiB) fit, 40,960 tokens do not under any preset.
   auto p = plan_for("Qwen3-14B-MLX-4bit", 8.5);
   EXPECT_FALSE(p.chosen.has_value());
-  EXPECT_EQ(p.recommendation.policy, KvPolicy::Protect);
+  EXPECT_EQ(p.recommendation.policy, KvPreset::Protect);
   EXPECT_LT(p.recommendation.context, 40960);
   EXPECT_GT(p.recommendation.context, 0);
   EXPECT_NE(p.recommendation.text.find("no preset holds 40,960 tokens"), std::string::npos) << p.recommendation.text;
@@ -100,15 +100,15 @@ TEST(PlanPlanner, WeightsAloneTooLarge) {
   EXPECT_FALSE(p.chosen.has_value());
   EXPECT_FALSE(p.recommendation.policy.has_value());
   EXPECT_NE(p.recommendation.text.find("does not fit: weights (51.1 GiB)"), std::string::npos) << p.recommendation.text;
-  EXPECT_EQ(*p.preset(KvPolicy::Int4).largest_context, 0);
+  EXPECT_EQ(*p.preset(KvPreset::Int4).largest_context, 0);
   EXPECT_EQ(plan::kv_budget_bytes(p), 0u);
   EXPECT_THROW(plan::require_fit(p), keel::Error);
 }
 
 TEST(PlanPlanner, ARequestedPresetThatDoesNotFitPointsToOneThatDoes) {
-  auto p = plan_for("Qwen3-14B-MLX-4bit", 12, std::nullopt, KvPolicy::Full);
+  auto p = plan_for("Qwen3-14B-MLX-4bit", 12, std::nullopt, KvPreset::Full);
   EXPECT_FALSE(p.chosen.has_value());
-  EXPECT_EQ(p.recommendation.policy, KvPolicy::Int8);
+  EXPECT_EQ(p.recommendation.policy, KvPreset::Int8);
   EXPECT_NE(p.recommendation.text.find("full holds at most"), std::string::npos) << p.recommendation.text;
 }
 
@@ -117,8 +117,8 @@ TEST(PlanPlanner, UnknownWeightsGiveKvButNoVerdict) {
   auto p = plan_for("DeepSeek-V3.2", 128, 32768);
   EXPECT_FALSE(p.weights.bytes.has_value());
   EXPECT_FALSE(p.weight_bytes.has_value());
-  EXPECT_GT(p.preset(KvPolicy::Full).kv_bytes, 0u);
-  EXPECT_FALSE(p.preset(KvPolicy::Full).fits.has_value());
+  EXPECT_GT(p.preset(KvPreset::Full).kv_bytes, 0u);
+  EXPECT_FALSE(p.preset(KvPreset::Full).fits.has_value());
   EXPECT_FALSE(p.chosen.has_value());
   EXPECT_NE(p.recommendation.text.find("weight bytes are unknown"), std::string::npos);
   EXPECT_FALSE(plan::kv_budget_bytes(p).has_value());
@@ -130,9 +130,9 @@ TEST(PlanPlanner, ConfigOnlyFolderGetsAVerdictFromItsShapes) {
   auto p = plan_for("Llama-3.3-70B-Instruct", 140, 32768);
   EXPECT_FALSE(p.weights.bytes.has_value());
   EXPECT_EQ(p.weight_bytes, 141107412992u);
-  EXPECT_EQ(p.preset(KvPolicy::Full).kv_bytes, 327680ull * 32768);  // 10 GiB
-  EXPECT_EQ(p.preset(KvPolicy::Full).fits, false);  // 131.4 + 10 + scratch > 140; int8's 5.3 fit
-  EXPECT_EQ(p.chosen, KvPolicy::Int8);
+  EXPECT_EQ(p.preset(KvPreset::Full).kv_bytes, 327680ull * 32768);  // 10 GiB
+  EXPECT_EQ(p.preset(KvPreset::Full).fits, false);  // 131.4 + 10 + scratch > 140; int8's 5.3 fit
+  EXPECT_EQ(p.chosen, KvPreset::Int8);
 }
 
 TEST(PlanPlanner, ContextBeyondTheModelMaximumIsFlagged) {
@@ -153,7 +153,7 @@ TEST(PlanPlanner, ChatTemplateGivenOnTheSide) {
   EXPECT_TRUE(p.gates.tool_calls_usable());
   EXPECT_EQ(p.gates.reasoning.kind, keel::toolcall::ReasoningKind::AlwaysOn);
   // 12.8 GiB of weights + 3.0 GiB of KV at 131,072 tokens: full precision fits in 32 GiB.
-  EXPECT_EQ(p.chosen, KvPolicy::Full);
+  EXPECT_EQ(p.chosen, KvPreset::Full);
 }
 
 TEST(PlanPlanner, TinyToolcallerFolderIsComplete) {
@@ -164,7 +164,7 @@ TEST(PlanPlanner, TinyToolcallerFolderIsComplete) {
   EXPECT_EQ(p.weights.bytes, 6757376u);
   EXPECT_EQ(p.gates.template_source, "tokenizer_config.json");
   EXPECT_EQ(p.gates.tool_calls.name, "hermes");
-  EXPECT_EQ(p.chosen, KvPolicy::Full);
+  EXPECT_EQ(p.chosen, KvPreset::Full);
   // 4 layers x 2 KV heads x 64: 2 x 4 x 2 x 64 x 2 = 2,048 bytes per token.
   EXPECT_EQ(plan::growing_bytes_per_token(p.layout, keel::KvFormat::BF16), 2048);
 }

@@ -66,7 +66,7 @@ TEST(PlanRealConfigs, Llama33_70B) {
   EXPECT_EQ(growing(m, KvFormat::Int8), 2 * 80 * 8 * (128 + 4 * 2));       // 174,080
   EXPECT_EQ(growing(m, KvFormat::Int4), 2 * 80 * 8 * (64 + 4 * (2 + 2)));  // 102,400
   // 128k tokens at bf16: 327,680 x 131,072 = 40 GiB exactly.
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 131072), 40ull << 30);
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPreset::Full, 131072), 40ull << 30);
   // The folder holds only config.json: no weight bytes, and none invented from a parameter count.
   EXPECT_FALSE(weight_bytes("Llama-3.3-70B-Instruct").has_value());
 }
@@ -122,9 +122,9 @@ TEST(PlanRealConfigs, Qwen3Next_HybridCountsOnlyTheFullAttentionLayers) {
   // The state does not grow with the context and does not depend on the policy; a sequence keeps
   // at most its latest snapshot, its branch point, its preamble's end and one per 128 blocks. The
   // KV pool stores whole blocks of 16 tokens: 1,000 tokens take 63 blocks, 1,008 tokens' worth.
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 1000), live + 3 * snapshot + 24576u * 1008);
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Int8, 0), live);
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 4096),
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPreset::Full, 1000), live + 3 * snapshot + 24576u * 1008);
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPreset::Int8, 0), live);
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPreset::Full, 4096),
             live + (3 + 2) * snapshot + 24576u * 4096);  // 256 blocks: two interval snapshots
 }
 
@@ -161,10 +161,10 @@ TEST(PlanRealConfigs, GptOss20b_SlidingLayersStopAtTheirWindow) {
   // reaches, one more for the next turn and the partly filled ones at both ends: at most 10 blocks,
   // 160 tokens (at 131,057 tokens: blocks 8182-8191): 24,576 x 160 = 3,932,160.
   EXPECT_EQ(plan::group_bytes_per_token(sliding, KvFormat::BF16), 24576);
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 131072),
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPreset::Full, 131072),
             24576ull * 131072 + 24576ull * 160);  // 3,225,157,632
   // 100 tokens: 7 blocks in every layer.
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 100), 24576ull * 112 * 2);
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPreset::Full, 100), 24576ull * 112 * 2);
   // Weights: the index's declared total_size (no shards in the fixture folder). By hand, per layer:
   //   experts (32): gate_up mxfp4 blocks 5760 x 2880 / 2 bytes + a u8 scale per 32 + bf16 bias 5760,
   //                 down    mxfp4 blocks 2880 x 2880 / 2 bytes + a u8 scale per 32 + bf16 bias 2880
@@ -196,7 +196,7 @@ TEST(PlanRealConfigs, Gemma3_FivesSlidingToOneFull) {
   const auto& sliding = group_of(m, keel::AttentionKind::Sliding);
   EXPECT_EQ(plan::group_bytes_per_token(sliding, KvFormat::BF16), 2 * 52 * 16 * 128 * 2);  // 425,984
   // The 1,024-token window at most 66 blocks (1,056 tokens), as for gpt-oss above.
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 131072),
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPreset::Full, 131072),
             81920ull * 131072 + 425984ull * 1056);
   // Weights, bf16, by hand. Text (tied embedding, counted once): embed 262208 x 5376; per layer q and
   // o 4096 x 5376, k and v 2048 x 5376, FFN 3 x 21504 x 5376, four norms of 5376, q/k norms of 128;
@@ -226,7 +226,7 @@ TEST(PlanRealConfigs, Gemma4_GlobalLayersHaveTheirOwnHeads) {
   EXPECT_EQ(group_of(m, keel::AttentionKind::Sliding).shape.window, 1024);
   // At 32k the 5 full layers hold all 32,768 tokens and the 25 sliding ones 1,056 (their window in
   // whole blocks, as for gpt-oss above).
-  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPolicy::Full, 32768), 20480ull * 32768 + 204800ull * 1056);
+  EXPECT_EQ(plan::kv_bytes_for_context(m.layout, plan::KvPreset::Full, 32768), 20480ull * 32768 + 204800ull * 1056);
 }
 
 // What serve allocates is what plan counts: for every fixture config keel can run, the planner's
@@ -244,11 +244,11 @@ TEST(PlanRealConfigs, PlanKvBytesAreThePoolFootprintOfEveryRunnableConfig) {
       continue;  // a family keel cannot run yet: nothing is allocated for it
     }
     ++runnable;
-    for (plan::KvPolicy policy : plan::kPresetsByPrecision) {
+    for (plan::KvPreset policy : plan::kPresetsByPrecision) {
       for (int64_t context : {1, 16, 100, 1024, 1025, 4096, 32768, 131072}) {
         EXPECT_EQ(plan::kv_bytes_for_context(m.layout, policy, context),
                   static_cast<uint64_t>(keel::kv::kv_context_bytes(spec, keel::kv::KvPolicy::preset(policy), context)))
-            << name << " " << plan::kv_policy_name(policy) << " " << context;
+            << name << " " << plan::kv_preset_name(policy) << " " << context;
       }
     }
   }

@@ -15,7 +15,7 @@
 #include "keel/engine/scheduler.h"
 #include "keel/engine/standalone_sequence.h"
 #include "keel/kv/kv_footprint.h"
-#include "keel/plan/kv_policy.h"
+#include "keel/plan/kv_presets.h"
 #include "keel/plan/measured_bandwidth.h"
 #include "keel/ops/machine_limits.h"
 #include "keel/ops/simd_kernels.h"
@@ -130,8 +130,8 @@ int bench_command(const CommandArgs& argv) {
   // What each preset stores per token of a long context (all tokens user text: protect keeps only
   // its sinks and recent window at bf16 then; system prompt and tools would add bf16 tokens).
   std::printf("KV bytes/token   at %lld tokens:", static_cast<long long>(kv_context));
-  for (plan::KvPolicy preset : plan::kPresetsByPrecision)
-    std::printf(" %s %.0f", std::string(plan::kv_policy_name(preset)).c_str(),
+  for (plan::KvPreset preset : plan::kPresetsByPrecision)
+    std::printf(" %s %.0f", std::string(plan::kv_preset_name(preset)).c_str(),
                 kv::kv_bytes_per_token(w.spec, kv::KvPolicy::preset(preset), kv_context));
   std::printf("\n");
   if (!args.has("no-limits")) {

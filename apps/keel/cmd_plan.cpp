@@ -46,7 +46,7 @@ int plan_command(const CommandArgs& argv) {
   plan::PlanRequest request;
   request.model = args.positional()[0];
   if (auto c = args.get("context")) request.context = parse_context(*c);
-  if (auto p = args.get("kv-policy")) request.policy = plan::parse_kv_policy(*p);
+  if (auto p = args.get("kv-policy")) request.policy = plan::parse_kv_preset(*p);
   if (auto m = args.get("memory")) request.memory_gib = parse_number_flag("memory", *m, 0, kMaxGiB, true);
   if (auto t = args.get("chat-template")) request.chat_template = *t;
   if (auto w = args.get("weights")) request.weights_format = *w;

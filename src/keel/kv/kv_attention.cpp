@@ -63,7 +63,7 @@ void widen_keys(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t la
     const uint8_t* k = s.k + static_cast<size_t>(row + r) * s.stride;
     float* kt = t.kt.data() + lane + r;
     if (s.format == KvFormat::BF16)  // rotated bf16 rows (allowed, unusual)
-      decode_row(s.format, k, dim, /*rotate=*/false, t.row.data());
+      decode_kv_row(s.format, k, dim, /*rotate=*/false, t.row.data());
     else
       kernels::widen_quantized_row(s.format, k, dim, t.row.data());
     for (int64_t d = 0; d < dim; ++d) kt[d * kTile] = t.row[static_cast<size_t>(d)];
@@ -82,7 +82,7 @@ void widen_values(const KvSpan& s, int64_t row, int64_t n, int64_t dim, int64_t 
     const uint8_t* v = s.v + static_cast<size_t>(row + r) * stride;
     float* vt = t.vt.data() + (lane + r) * dim;
     if (format == KvFormat::BF16)
-      decode_row(format, v, dim, /*rotate=*/false, vt);
+      decode_kv_row(format, v, dim, /*rotate=*/false, vt);
     else
       kernels::widen_quantized_row(format, v, dim, vt);
   }

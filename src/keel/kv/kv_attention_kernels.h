@@ -54,7 +54,7 @@ void widen_bf16_keys(const uint8_t* rows, size_t stride, int64_t n, int64_t dim,
 void widen_bf16_values(const uint8_t* rows, size_t stride, int64_t n, int64_t dim, float* vt);
 
 // Decodes one quantized row (int8, int4 or int2, layouts in kv_format.h) of dim values, without
-// un-rotating it: what kv::decode_row gives with rotate = false, up to float rounding (the affine
+// un-rotating it: what kv::decode_kv_row gives with rotate = false, up to float rounding (the affine
 // formats take one fused multiply-add).
 void widen_quantized_row(KvFormat format, const uint8_t* row, int64_t dim, float* out);
 

@@ -127,7 +127,7 @@ bool rotated_by_default(KvFormat f) { return f == KvFormat::Int4 || f == KvForma
 
 size_t row_bytes(KvFormat format, int64_t dim) { return static_cast<size_t>(kv_vector_bytes(format, dim)); }
 
-void encode_row(KvFormat format, const float* src, int64_t dim, bool rotate, uint8_t* dst) {
+void encode_kv_row(KvFormat format, const float* src, int64_t dim, bool rotate, uint8_t* dst) {
   check_dim(format, dim);
   std::vector<float> rotated;
   if (rotate) {
@@ -145,7 +145,7 @@ void encode_row(KvFormat format, const float* src, int64_t dim, bool rotate, uin
   }
 }
 
-void decode_row(KvFormat format, const uint8_t* src, int64_t dim, bool rotate, float* dst) {
+void decode_kv_row(KvFormat format, const uint8_t* src, int64_t dim, bool rotate, float* dst) {
   check_dim(format, dim);
   switch (format) {
     case KvFormat::BF16:

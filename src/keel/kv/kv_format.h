@@ -38,9 +38,9 @@ bool rotated_by_default(KvFormat f);
 size_t row_bytes(KvFormat format, int64_t dim);
 
 // Encodes a row. rotate: apply rotate_row() first (meant for int4 and int2; allowed for any format).
-void encode_row(KvFormat format, const float* src, int64_t dim, bool rotate, uint8_t* dst);
+void encode_kv_row(KvFormat format, const float* src, int64_t dim, bool rotate, uint8_t* dst);
 // Decodes a row, un-rotating it if it was encoded with rotate.
-void decode_row(KvFormat format, const uint8_t* src, int64_t dim, bool rotate, float* dst);
+void decode_kv_row(KvFormat format, const uint8_t* src, int64_t dim, bool rotate, float* dst);
 
 // Orthonormal fast Walsh-Hadamard transform (scaled by 1/sqrt(n)), in place; its own inverse.
 // n must be a power of 2 (keel::Error otherwise).

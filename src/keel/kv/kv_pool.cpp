@@ -394,7 +394,7 @@ void KvPool::quantize_layer_locked(KvBlock& block, int64_t layer) {
           std::memcpy(&bits, in + 2 * i, 2);
           values[static_cast<size_t>(i)] = bf16_to_float(bits);
         }
-        encode_row(f, values.data(), dim, rotate, out);
+        encode_kv_row(f, values.data(), dim, rotate, out);
       }
     }
   }

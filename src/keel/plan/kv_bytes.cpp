@@ -38,7 +38,7 @@ uint64_t fixed_state_bytes(const AttentionLayout& layout) {
   return bytes;
 }
 
-uint64_t kv_bytes_for_context(const AttentionLayout& layout, KvPolicy policy, int64_t context) {
+uint64_t kv_bytes_for_context(const AttentionLayout& layout, KvPreset policy, int64_t context) {
   const kv::KvPolicy runtime = kv::KvPolicy::preset(policy);
   std::vector<kv::KvGroupShape> stored;
   for (const LayerGroup& g : layout.groups)

@@ -10,7 +10,7 @@
 #include "keel/kv/kv_footprint.h"
 #include "keel/kv/kv_format_cost.h"
 #include "keel/plan/attention_layout.h"
-#include "keel/plan/kv_policy.h"
+#include "keel/plan/kv_presets.h"
 
 namespace keel::plan {
 
@@ -36,6 +36,6 @@ uint64_t fixed_state_bytes(const AttentionLayout& layout);
 // The most the cache of one sequence holds on its way to `context` tokens under a concrete preset
 // (not Auto: keel::Error), with the preset's roles unknown (every token at the default format):
 // kv::kv_context_bytes() over the layers that store tokens, plus the fixed state.
-uint64_t kv_bytes_for_context(const AttentionLayout& layout, KvPolicy policy, int64_t context);
+uint64_t kv_bytes_for_context(const AttentionLayout& layout, KvPreset policy, int64_t context);
 
 }  // namespace keel::plan

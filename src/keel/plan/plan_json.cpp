@@ -111,13 +111,13 @@ nlohmann::json gates_json(const AgentGates& g) {
 nlohmann::json plan_to_json(const Plan& p) {
   nlohmann::json presets = nlohmann::json::array();
   for (const PresetPlan& pp : p.presets) {
-    presets.push_back({{"policy", kv_policy_name(pp.policy)},
+    presets.push_back({{"policy", kv_preset_name(pp.policy)},
                        {"kv_bytes", pp.kv_bytes},
                        {"total_bytes", or_null(pp.total_bytes)},
                        {"fits", or_null(pp.fits)},
                        {"largest_context", or_null(pp.largest_context)}});
   }
-  nlohmann::json rec = {{"policy", p.recommendation.policy ? nlohmann::json(kv_policy_name(*p.recommendation.policy))
+  nlohmann::json rec = {{"policy", p.recommendation.policy ? nlohmann::json(kv_preset_name(*p.recommendation.policy))
                                                            : nlohmann::json(nullptr)},
                         {"context", p.recommendation.policy ? nlohmann::json(p.recommendation.context)
                                                             : nlohmann::json(nullptr)},
@@ -144,8 +144,8 @@ nlohmann::json plan_to_json(const Plan& p) {
       {"context", p.context},
       {"context_is_model_max", p.context_is_model_max},
       {"max_context", or_null(p.max_context)},
-      {"requested_policy", kv_policy_name(p.requested_policy)},
-      {"chosen_policy", p.chosen ? nlohmann::json(kv_policy_name(*p.chosen)) : nlohmann::json(nullptr)},
+      {"requested_policy", kv_preset_name(p.requested_policy)},
+      {"chosen_policy", p.chosen ? nlohmann::json(kv_preset_name(*p.chosen)) : nlohmann::json(nullptr)},
       {"presets", presets},
       {"recommendation", rec},
       {"agent_gates", gates_json(p.gates)},

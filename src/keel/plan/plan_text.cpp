@@ -167,7 +167,7 @@ std::string format_plan_text(const Plan& p) {
   line(out, "  %-9s %11s %11s %6s %16s", "policy", "KV", "total", "fits", "largest context");
   for (const PresetPlan& pp : p.presets) {
     const bool chosen = p.chosen && *p.chosen == pp.policy;
-    line(out, "%s %-9s %11s %11s %6s %16s", chosen ? ">" : " ", std::string(kv_policy_name(pp.policy)).c_str(),
+    line(out, "%s %-9s %11s %11s %6s %16s", chosen ? ">" : " ", std::string(kv_preset_name(pp.policy)).c_str(),
          format_size(pp.kv_bytes).c_str(),
          or_dash(pp.total_bytes ? std::optional<std::string>(format_size(*pp.total_bytes)) : std::nullopt).c_str(),
          pp.fits ? (*pp.fits ? "yes" : "no") : "?",

@@ -45,7 +45,7 @@ uint64_t base_bytes(const Plan& p) { return *p.weight_bytes + p.scratch.total();
 
 // The largest context in [0, limit] whose total stays under the ceiling; KV never shrinks as the
 // context grows, so a binary search finds it.
-int64_t largest_fitting_context(const Plan& p, KvPolicy policy, int64_t limit) {
+int64_t largest_fitting_context(const Plan& p, KvPreset policy, int64_t limit) {
   const uint64_t base = base_bytes(p);
   if (base + kv_bytes_for_context(p.layout, policy, 0) > p.ceiling.bytes) return 0;
   int64_t lo = 0, hi = limit;
@@ -63,8 +63,8 @@ int64_t largest_fitting_context(const Plan& p, KvPolicy policy, int64_t limit) {
 // A round number to type into --context.
 int64_t round_context(int64_t tokens) { return tokens >= 1024 ? tokens / 1024 * 1024 : tokens; }
 
-std::string flags(KvPolicy policy, int64_t context) {
-  return "--kv-policy " + std::string(kv_policy_name(policy)) + " --context " + std::to_string(context);
+std::string flags(KvPreset policy, int64_t context) {
+  return "--kv-policy " + std::string(kv_preset_name(policy)) + " --context " + std::to_string(context);
 }
 
 Recommendation recommend(const Plan& p) {
@@ -86,38 +86,38 @@ Recommendation recommend(const Plan& p) {
     r.policy = p.chosen;
     r.context = p.context;
     r.text = flags(*p.chosen, p.context) + ": " + format_size(*c.total_bytes) + " of " + format_size(p.ceiling.bytes);
-    if (p.requested_policy == KvPolicy::Auto) {
+    if (p.requested_policy == KvPreset::Auto) {
       r.text += ", the most precise preset that holds " + ctx;
-      if (*p.chosen != KvPolicy::Full) {
-        r.text += " (full holds " + format_count(*p.preset(KvPolicy::Full).largest_context) + ")";
+      if (*p.chosen != KvPreset::Full) {
+        r.text += " (full holds " + format_count(*p.preset(KvPreset::Full).largest_context) + ")";
       }
     }
     return r;
   }
   // Nothing (or not the requested preset) holds the context: offer the longest context that keeps
   // tool calls safe, or auto's pick when the requested preset was the problem.
-  if (p.requested_policy != KvPolicy::Auto) {
-    for (KvPolicy preset : kPresetsByPrecision) {
+  if (p.requested_policy != KvPreset::Auto) {
+    for (KvPreset preset : kPresetsByPrecision) {
       if (*p.preset(preset).fits) {
         r.policy = preset;
         r.context = p.context;
-        r.text = std::string(kv_policy_name(p.requested_policy)) + " holds at most " +
+        r.text = std::string(kv_preset_name(p.requested_policy)) + " holds at most " +
                  format_count(*p.preset(p.requested_policy).largest_context) + " tokens; for " + ctx + " use " +
                  flags(preset, p.context);
         return r;
       }
     }
   }
-  const int64_t best = round_context(*p.preset(KvPolicy::Protect).largest_context);
+  const int64_t best = round_context(*p.preset(KvPreset::Protect).largest_context);
   if (best == 0) {
     r.text = "does not fit: no preset holds even a short context next to the weights (" +
              format_size(*p.weight_bytes) + ") under the ceiling (" + format_size(p.ceiling.bytes) + ")";
     return r;
   }
-  r.policy = KvPolicy::Protect;
+  r.policy = KvPreset::Protect;
   r.context = best;
-  r.text = "no preset holds " + ctx + "; " + flags(KvPolicy::Protect, best) + " (int4 holds " +
-           format_count(*p.preset(KvPolicy::Int4).largest_context) + ")";
+  r.text = "no preset holds " + ctx + "; " + flags(KvPreset::Protect, best) + " (int4 holds " +
+           format_count(*p.preset(KvPreset::Int4).largest_context) + ")";
   return r;
 }
 
@@ -162,11 +162,11 @@ const FormatWeights* choose_weight_bytes(Plan& p, bool format_requested) {
 
 }  // namespace
 
-const PresetPlan& Plan::preset(KvPolicy policy) const {
+const PresetPlan& Plan::preset(KvPreset policy) const {
   for (const auto& p : presets) {
     if (p.policy == policy) return p;
   }
-  throw Error("internal: no plan for KV policy " + std::string(kv_policy_name(policy)));
+  throw Error("internal: no plan for KV policy " + std::string(kv_preset_name(policy)));
 }
 
 Plan plan_model(const PlanRequest& request) {
@@ -214,7 +214,7 @@ Plan plan_model(const PlanRequest& request) {
   }
   const int64_t search_limit = p.max_context ? std::max(*p.max_context, p.context) : p.context;
 
-  for (KvPolicy policy : kPresetsByPrecision) {
+  for (KvPreset policy : kPresetsByPrecision) {
     PresetPlan pp;
     pp.policy = policy;
     pp.kv_bytes = kv_bytes_for_context(p.layout, policy, p.context);
@@ -226,7 +226,7 @@ Plan plan_model(const PlanRequest& request) {
     p.presets.push_back(pp);
   }
   if (p.weight_bytes) {
-    if (request.policy == KvPolicy::Auto) {
+    if (request.policy == KvPreset::Auto) {
       for (const auto& pp : p.presets) {
         if (*pp.fits) {
           p.chosen = pp.policy;

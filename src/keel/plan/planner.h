@@ -10,7 +10,7 @@
 
 #include "keel/plan/active_weights.h"
 #include "keel/plan/attention_layout.h"
-#include "keel/plan/kv_policy.h"
+#include "keel/plan/kv_presets.h"
 #include "keel/plan/memory_ceiling.h"
 #include "keel/plan/scratch_estimate.h"
 #include "keel/plan/shape_weights.h"
@@ -22,7 +22,7 @@ namespace keel::plan {
 struct PlanRequest {
   std::filesystem::path model;             // a model folder, or the config.json inside one
   std::optional<int64_t> context;          // tokens; default: the model's max_position_embeddings
-  KvPolicy policy = KvPolicy::Auto;
+  KvPreset policy = KvPreset::Auto;
   std::optional<double> memory_gib;        // the ceiling; default: a share of this machine's RAM
   std::optional<std::filesystem::path> chat_template;  // overrides the folder's template
   // --weights: plan for the weights in this format (weight_storage.h names), computed from
@@ -33,7 +33,7 @@ struct PlanRequest {
 
 // One preset at the requested context. Fit fields are empty when the weight bytes are unknown.
 struct PresetPlan {
-  KvPolicy policy = KvPolicy::Full;
+  KvPreset policy = KvPreset::Full;
   uint64_t kv_bytes = 0;
   std::optional<uint64_t> total_bytes;      // weights + KV + scratch
   std::optional<bool> fits;
@@ -49,7 +49,7 @@ struct AgentGates {
 };
 
 struct Recommendation {
-  std::optional<KvPolicy> policy;  // nullopt: nothing to recommend (unknown weights, no fit)
+  std::optional<KvPreset> policy;  // nullopt: nothing to recommend (unknown weights, no fit)
   int64_t context = 0;
   std::string text;
 };
@@ -73,14 +73,14 @@ struct Plan {
   int64_t context = 0;
   std::optional<int64_t> max_context;  // max_position_embeddings
   bool context_is_model_max = false;   // no context was requested
-  KvPolicy requested_policy = KvPolicy::Auto;
+  KvPreset requested_policy = KvPreset::Auto;
   std::vector<PresetPlan> presets;     // kPresetsByPrecision order
-  std::optional<KvPolicy> chosen;      // what serve would run: the requested preset, or auto's pick
+  std::optional<KvPreset> chosen;      // what serve would run: the requested preset, or auto's pick
   Recommendation recommendation;
   AgentGates gates;
   std::vector<std::string> warnings;   // the folder's warnings and the plan's own
 
-  const PresetPlan& preset(KvPolicy policy) const;
+  const PresetPlan& preset(KvPreset policy) const;
 };
 
 // Throws keel::Error naming the file and key when the config cannot be planned.

@@ -4,7 +4,7 @@
 
 #include "keel/arch/model_loader.h"
 #include "keel/kv/kv_footprint.h"
-#include "keel/plan/kv_policy.h"
+#include "keel/plan/kv_presets.h"
 #include "keel/plan/number_format.h"
 #include "keel/util/error.h"
 
@@ -12,9 +12,9 @@ namespace keel::plan {
 namespace {
 
 bool is_preset_name(const std::string& text) {
-  for (KvPolicy p : {KvPolicy::Auto, KvPolicy::Full, KvPolicy::Int8, KvPolicy::Int4, KvPolicy::Protect,
-                     KvPolicy::ProtectKeys})
-    if (kv_policy_name(p) == text) return true;
+  for (KvPreset p : {KvPreset::Auto, KvPreset::Full, KvPreset::Int8, KvPreset::Int4, KvPreset::Protect,
+                     KvPreset::ProtectKeys})
+    if (kv_preset_name(p) == text) return true;
   return false;
 }
 
@@ -23,7 +23,7 @@ bool is_preset_name(const std::string& text) {
 ServingBudget serving_budget(ServingRequest request) {
   PlanRequest& pr = request.plan;
   const bool preset = is_preset_name(request.kv_policy);
-  pr.policy = preset ? parse_kv_policy(request.kv_policy) : KvPolicy::Full;
+  pr.policy = preset ? parse_kv_preset(request.kv_policy) : KvPreset::Full;
   const kv::KvPolicy explicit_policy = preset ? kv::KvPolicy() : kv::KvPolicy::parse(request.kv_policy);
 
   Plan p = plan_model(pr);
@@ -43,8 +43,8 @@ ServingBudget serving_budget(ServingRequest request) {
   if (preset) {
     require_fit(p);
     out.policy = kv::KvPolicy::preset(*p.chosen);
-    out.policy_origin = pr.policy == KvPolicy::Auto
-                            ? "auto: the most precise preset that fits is " + std::string(kv_policy_name(*p.chosen))
+    out.policy_origin = pr.policy == KvPreset::Auto
+                            ? "auto: the most precise preset that fits is " + std::string(kv_preset_name(*p.chosen))
                             : "--kv-policy " + request.kv_policy;
   } else {
     if (!p.weights.bytes) throw Error("cannot check the fit, the weight bytes are unknown: " + p.weights.bytes_source);
