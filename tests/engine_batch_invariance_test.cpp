@@ -69,6 +69,7 @@ class Runner {
       ++decoded_;
       row_ = 0;
     }
+    seq_->prepare_pass_alone();
     return ForwardSegment{tokens_, seq_.get(), std::span<const int64_t>(&row_, 1), logits_.data()};
   }
 

@@ -71,6 +71,7 @@ std::vector<float> run_rest(Transformer& model, kv::KvSequence& seq, const Conve
   const auto at = static_cast<size_t>(seq.size());
   const auto ids = std::span<const int32_t>(c.ids).subspan(at);
   seq.append_tokens(ids, std::span<const Role>(c.roles).subspan(at));
+  seq.prepare_pass_alone();
   const int64_t row = static_cast<int64_t>(ids.size()) - 1;
   model.forward(ids, seq, std::span<const int64_t>(&row, 1), logits.data());
   return logits;

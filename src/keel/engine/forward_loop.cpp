@@ -13,6 +13,7 @@ void forward_tokens(Transformer& model, kv::KvSequence& sequence, std::span<cons
     throw Error("internal: the logits buffer holds fewer than " + std::to_string(rows.size()) + " rows");
   sequence.append_tokens(ids, roles);
   try {
+    sequence.prepare_pass_alone();
     model.forward(ids, sequence, rows, logits.data());
   } catch (...) {
     sequence.set_size(sequence.size());

@@ -20,8 +20,10 @@
 namespace keel {
 
 // Runs `ids` (one role each) at positions [sequence.size(), sequence.size() + ids.size()) and
-// writes the logits of the token indexes in `rows` to `logits` as (rows.size(), vocab). When the
-// pass throws, the sequence forgets the appended tokens and keeps its size, so it can go on.
+// writes the logits of the token indexes in `rows` to `logits` as (rows.size(), vocab). What the
+// pass needs is taken from the pool before it (KvSequence::prepare_pass_alone: a full pool is a
+// CapacityError there, never halfway). When it throws, the sequence forgets the appended tokens
+// and keeps its size, so it can go on.
 void forward_tokens(Transformer& model, kv::KvSequence& sequence, std::span<const int32_t> ids,
                     std::span<const chat::Role> roles, std::span<const int64_t> rows, std::span<float> logits);
 

@@ -78,6 +78,8 @@ int64_t KvSequence::prepare_pass() {
   return bytes;
 }
 
+void KvSequence::prepare_pass_alone() { pool_.make_room(prepare_pass()); }
+
 void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* v) {
   const KvBlockLayout& layout = pool_.layout();
   if (layer < 0 || layer >= layout.layers()) throw InternalError("KV layer " + std::to_string(layer) + " out of range");
@@ -86,11 +88,9 @@ void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* 
     throw Error("KV sequence: position " + std::to_string(pos) +
                 " has no token id and role; call append_tokens() before the forward pass");
   const auto b = static_cast<size_t>(pos / kKvBlockTokens);
-  if (b > blocks_.size()) throw InternalError("KV positions must be stored in order");
-  if (b == blocks_.size()) {
-    std::lock_guard lock(pool_.mu_);
-    blocks_.push_back(pool_.new_block_locked());
-  }
+  // Every block a pass writes was taken before it (prepare_pass): memory runs out only there.
+  if (b >= blocks_.size())
+    throw InternalError("KV position " + std::to_string(pos) + " has no block: call prepare_pass() before the pass");
   const int64_t g = layout.group_of(layer), index = layout.index_in_group(layer);
   KvBlock& block = *blocks_[b];
   KvGroupRows& rows = block.groups[static_cast<size_t>(g)];
@@ -286,9 +286,10 @@ float* KvSequence::linear_snapshot(int64_t layer, int64_t pos) {
   const int64_t i = pool_.layout().linear().index_of(layer);
   if (i < 0 || !wants_state_at(pos) || pos <= size_) return nullptr;
   std::lock_guard lock(pool_.mu_);
-  allocate_state_locked(pos);  // already done by prepare_pass() when the caller used it
-  return blocks_[static_cast<size_t>(pos / kKvBlockTokens - 1)]->state.data() +
-         pool_.layout().linear().offsets[static_cast<size_t>(i)];
+  const auto b = static_cast<size_t>(pos / kKvBlockTokens - 1);
+  if (b >= blocks_.size() || blocks_[b]->state.empty())
+    throw InternalError("no state snapshot at position " + std::to_string(pos) + ": call prepare_pass() before the pass");
+  return blocks_[b]->state.data() + pool_.layout().linear().offsets[static_cast<size_t>(i)];
 }
 
 void KvSequence::settle_states_locked(int64_t before) {

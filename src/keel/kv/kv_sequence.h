@@ -55,6 +55,9 @@ class KvSequence final : public KvCache {
   // pass never runs out of memory halfway: the caller admits, waits or preempts instead. Throws
   // keel::CapacityError when the blocks cannot be had; set_size(size()) gives them back.
   int64_t prepare_pass();
+  // prepare_pass() for a pass this sequence runs alone (keel run, bench, eval, tests): the bytes
+  // it returns are freed at once (KvPool::make_room). Throws keel::CapacityError as prepare_pass.
+  void prepare_pass_alone();
   // Drops everything from position n on and returns the new size(), which is n or less: a linear-
   // attention model resumes inside its live tile or at its latest ready snapshot before n; a block
   // that left the window keeps only its quantized rows, so a cut inside the recent window that
