@@ -7,6 +7,10 @@
 // list -> tools, an assistant's tool_calls -> tool_call, ...). The interpreter carries tags through
 // string operations and records, for every byte it outputs, which tagged value it came from.
 // Whatever the template writes by itself is scaffolding. See docs/chat-templates.md.
+//
+// Threads: a ChatTemplate owns its parsed template and is immutable after construction. render() is
+// const and keeps its state per call: many threads may render at once (keel serve renders on its
+// HTTP threads). Moving a ChatTemplate must not overlap a render.
 #include <filesystem>
 #include <span>
 #include <string>

@@ -1,6 +1,7 @@
 #pragma once
 // The role of every character of a rendered prompt. The KV-cache precision policy and the eval
 // harness work per role, so the renderer labels each byte with exactly one of these.
+// Constants and pure functions: any thread.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

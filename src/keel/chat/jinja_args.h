@@ -1,6 +1,7 @@
 #pragma once
 // Binds the arguments of a builtin call (filter, test, method, global) to its parameter names the
 // way Python does: positionals first, then keywords; unknown or surplus arguments are errors.
+// A BoundArgs is a local of one builtin call, on that render's thread; it copies the values it binds.
 #include <initializer_list>
 #include <string>
 #include <vector>

@@ -2,6 +2,8 @@
 // The syntax tree of a parsed template. Nodes are plain structs with a kind tag; the evaluator
 // switches on the kind. Expressions and statements are kept apart because only statements
 // produce output.
+// Nodes own their children (unique_ptr). Built once by the parser, then only read: a Template
+// shares its tree with every render, on any number of threads at once.
 #include <memory>
 #include <string>
 #include <utility>

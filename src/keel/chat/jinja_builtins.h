@@ -2,6 +2,8 @@
 // The builtin filters, tests, methods and globals the interpreter knows, each group in its own
 // file. They are looked up by name; the parser-time check uses the *_exists functions so an
 // unknown filter fails the whole template, as it does in jinja2.
+// The lookup tables are constants (function-local statics, built once). Filters, tests and globals
+// run inside one render, on its thread, with that render's Evaluator; the rest are pure functions.
 #include <string>
 #include <utility>
 

@@ -4,6 +4,9 @@
 // names not found in any frame come from the render context, then the builtin globals.
 // Sandbox: no file or environment access exists at all, and loop iterations, output size and
 // call depth are bounded by RenderOptions.
+// Threads: one Evaluator per render (Template::render makes it on the calling thread); not
+// thread-safe. It only reads `context`, `options` and the syntax tree, which must outlive it; `now`
+// runs on the rendering thread.
 #include <chrono>
 #include <ctime>
 #include <functional>

@@ -3,6 +3,7 @@
 // trim_blocks (the newline after a block or comment tag is dropped), lstrip_blocks (spaces and
 // tabs before a block or comment tag on its own line are dropped), `-` and `+` whitespace
 // control, raw blocks, and no trailing newline at the end of the template.
+// A pure function of the source: any thread.
 #include <string>
 #include <string_view>
 #include <vector>

@@ -1,5 +1,6 @@
 #pragma once
 // Python operators and member access with jinja2's rules, shared by the evaluator and builtins.
+// Pure functions of their arguments (values are read, never changed): any thread.
 #include <cstdint>
 #include <string>
 

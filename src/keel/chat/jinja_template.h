@@ -6,6 +6,10 @@
 //
 // Rendering follows Hugging Face's chat-template environment (jinja2 ImmutableSandboxedEnvironment
 // with trim_blocks, lstrip_blocks and loop controls; tojson, raise_exception and strftime_now).
+//
+// Threads: immutable after construction. render() is const and keeps its state in a per-call
+// Evaluator, so many threads may render one Template at once (keel serve renders on many HTTP
+// threads); copies share the parsed tree. The caller owns `context`: unchanged until render returns.
 #include <memory>
 #include <string_view>
 

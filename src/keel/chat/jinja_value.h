@@ -3,6 +3,9 @@
 // templates: Undefined, None, bool, int, float, str, list/tuple, dict and callables. Lists and dicts
 // are shared and never mutated after construction (Hugging Face renders in jinja2's immutable
 // sandbox); the only mutable object is namespace(), which `set ns.x = ...` writes to.
+// Threads: a Value is immutable once built, and copies share its data (shared_ptr), so values may
+// be read from many threads at once; a namespace() dict belongs to the one render that made it.
+// DictData::set is for building a dict before it is shared (a render context, say).
 #include <cstdint>
 #include <functional>
 #include <memory>

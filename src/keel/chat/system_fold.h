@@ -23,6 +23,8 @@
 // stays user. The rules only look at a system message's neighbours, so a fold target does not move
 // when later turns are appended (the prefix cache keeps working across turns).
 // docs/chat-templates.md describes this for users.
+// Pure functions of their arguments (render_conversation only calls the const
+// ChatTemplate::render): any thread.
 #include <string_view>
 #include <vector>
 

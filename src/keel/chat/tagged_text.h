@@ -2,6 +2,7 @@
 // Text that remembers where its characters came from. The Jinja interpreter is generic: it only
 // carries an opaque 8-bit provenance tag (0 = produced by the template itself) through string
 // operations, so the chat renderer can map the final output back to message roles.
+// A plain value type: const members may run on many threads at once; appending needs one owner.
 #include <cstddef>
 #include <cstdint>
 #include <string>

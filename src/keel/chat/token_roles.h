@@ -1,6 +1,7 @@
 #pragma once
 // Carries the renderer's per-byte roles over to tokens: every token of an encoded prompt gets the
 // role of the bytes it decodes to. This is what the KV-cache policy and the eval harness consume.
+// Pure functions of their arguments (text::Tokenizer is safe from many threads): any thread.
 #include <cstdint>
 #include <span>
 #include <string_view>

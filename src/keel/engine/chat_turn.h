@@ -2,6 +2,11 @@
 // One assistant turn of a chat request, from prepared prompt to parsed output: reuse the cached
 // prefix, prefill the rest, decode, split the output into text, reasoning and tool calls, check
 // every call against its tool's schema and regenerate an invalid one from where it began.
+//
+// Threads: a Turn, like run_turn, runs on the one thread that owns the model's forward pass and the
+// SessionCache: the engine thread in `keel serve` (engine/scheduler.h), the caller's in eval. emit,
+// options.on_reuse and options.logits_processor are called on that thread, inside the Turn's
+// methods; only *options.cancelled is set from another thread (an HTTP thread), and only read here.
 #include <atomic>
 #include <cstdint>
 #include <functional>

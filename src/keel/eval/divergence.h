@@ -1,5 +1,8 @@
 #pragma once
 // Comparing two next-token distributions given as logits, and summarising many such comparisons.
+//
+// Threads: compare_logits is a pure function: any thread. A DivergenceStats is a plain value that
+// add() changes: one thread at a time; its const members only read.
 #include <cstdint>
 #include <span>
 #include <vector>

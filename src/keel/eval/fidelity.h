@@ -5,6 +5,10 @@
 // chunk, so at most one chunk of logits per arm is held at a time. At every position the arm's
 // distribution is compared with the reference's (KL(reference || arm), top-1), and the result is
 // filed under the role of the token being predicted.
+//
+// Threads: run_fidelity runs every forward pass, of `reference` and of `model`, on the calling
+// thread, which must own both for the call, and calls options.on_step there. fidelity_steps only
+// renders and tokenizes (ServedModel's const members) and the bucket functions are pure: any thread.
 #include <array>
 #include <cstdint>
 #include <functional>

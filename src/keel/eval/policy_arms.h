@@ -4,6 +4,8 @@
 // arms, but a spec's own words may be comma-separated too ("full,int4,default=int2,recent=0" is
 // three arms: words with '=' that follow each other form one spec); ';' always separates arms.
 // "NAME: SPEC" gives an arm a name for the reports ("k8: system=bf16 layers<4=k:int8 default=int4").
+//
+// Threads: pure functions returning plain values: any thread.
 #include <string>
 #include <string_view>
 #include <vector>

@@ -1,6 +1,9 @@
 #pragma once
 // A one-line progress bar on stderr, redrawn in place. Disabled (silent) unless stderr is a
 // terminal or the caller forces it (--progress), so logs and CI output stay clean.
+//
+// Threads: a Progress holds its count and draws the line itself: one thread (the one running the
+// eval) calls step() and finish(). stderr_is_terminal() from any thread.
 #include <chrono>
 #include <cstdint>
 #include <string>

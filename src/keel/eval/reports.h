@@ -1,6 +1,8 @@
 #pragma once
 // The reports of both eval modes: Markdown for people, JSON for scripts, and an SVG chart
 // (left axis: pass rate or top-1 agreement in percent; right axis: KV bytes per token).
+//
+// Threads: pure functions of their arguments: any thread.
 #include <string>
 
 #include <nlohmann/json.hpp>

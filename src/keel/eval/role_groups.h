@@ -3,6 +3,8 @@
 // (keel/chat/chat_roles.h); eval folds them into the spans a reader of a tool-calling session cares
 // about: the request's preamble (system prompt and tool schemas), user text, assistant text, tool
 // calls, tool results, and the template's own markers.
+//
+// Threads: constants and pure functions: any thread.
 #include <array>
 #include <cstddef>
 #include <string_view>

@@ -2,6 +2,8 @@
 // Charts as standalone SVG text. A grouped bar chart: per group (a KV arm) one bar on a left axis (a
 // rate in percent, e.g. tool-call pass rate) and one on a right axis (e.g. KV bytes per token).
 // Written by hand so the reports need no plotting library; the text is valid XML (labels escaped).
+//
+// Threads: plain values and pure functions: any thread.
 #include <string>
 #include <vector>
 

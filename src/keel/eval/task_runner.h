@@ -5,6 +5,10 @@
 // session would send them) or off (a fresh SessionCache per request: the ground truth). Each run
 // samples with its own seed; a case's outcome is compared with the bf16 ("full") arm's outcome
 // for the same run and reuse mode.
+//
+// Threads: run_tasks runs every forward pass on the calling thread, which must own `model` for the
+// call (one call per model at a time), and calls options.on_step there. The other functions are
+// pure and the results plain values: any thread.
 #include <cstdint>
 #include <functional>
 #include <string>

@@ -16,6 +16,9 @@
 // (a PCRE2 regex searched anywhere in a string value; anchor it with ^...$ for a full match; a
 // pattern must match at least one character to count, as empty matches are ignored).
 // Several checks on one argument must all hold.
+//
+// Threads: plain values and pure functions: any thread. A loaded TaskSuite is read-only and may be
+// shared (a check's compiled regex keeps no state between matches).
 #include <filesystem>
 #include <memory>
 #include <optional>

@@ -3,6 +3,10 @@
 // messages, tools: what Claude Code sends) is converted the way `keel serve` converts it, run once
 // through the serving path (run_turn, greedy, bf16 KV), and recorded with the model's own answer
 // (text and tool calls) appended as the last assistant message.
+//
+// Threads: requests_from_session is a pure function: any thread. record_transcript runs the model's
+// forward pass on the calling thread, which must own `model` for the call (one call per model at a
+// time).
 #include <string>
 #include <vector>
 

@@ -4,6 +4,8 @@
 //   {"name": "...", "messages": [OpenAI-form messages, tool_calls and tool results included],
 //    "tools": [{"type": "function", "function": {...}}] or absent}
 // Empty lines are skipped.
+//
+// Threads: plain values and pure functions (load_transcripts reads only its own file): any thread.
 #include <filesystem>
 #include <string>
 #include <vector>

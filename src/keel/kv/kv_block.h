@@ -1,11 +1,16 @@
 #pragma once
-// One block of the paged pool (internal to KvPool and KvSequence; every field is guarded by the
-// pool's mutex). A block starts private to the sequence that writes it, holding its rows at full
+// One block of the paged pool (internal to KvPool and KvSequence; who may touch what: Threads
+// below). A block starts private to the sequence that writes it, holding its rows at full
 // precision (bf16). When it leaves a recent window its rows are quantized, once, into its final
 // format; when no sequence still reads the full-precision rows they are dropped. In a sliding-window
 // layer group, the block's rows (both forms) are dropped once no sequence's window reaches it.
 // Published blocks are immutable and shared, keyed by a hash chain over their tokens, formats and
 // the policy.
+//
+// Threads: the bookkeeping fields change, and the pool allocates, fills and frees the row and state
+// vectors, only under KvPool's mutex. A forward pass writes the rows and state of its sequence's
+// private blocks, and reads what its held blocks hold, without it: holders and pins keep those rows,
+// and passes of different sequences never overlap (kv_pool.h).
 #include <array>
 #include <cstdint>
 #include <vector>

@@ -3,6 +3,8 @@
 // hash, its token ids and its format. The chain's root covers the policy and the rotation flag, so
 // pools with different policies never share a hash. Hashes only find candidates: the pool compares
 // tokens, format and parent identity before reusing a block, so a collision can never be served.
+//
+// Threads: pure functions: any thread.
 #include <cstdint>
 #include <span>
 #include <string_view>

@@ -1,6 +1,8 @@
 #pragma once
 // Counters of the KV pool's disk tier (keel/kv/kv_disk_tier.h), for /health, /metrics, bench and
 // tests. Plain data: a snapshot taken under the tier's lock.
+//
+// Threads: a plain value: copy it freely, read it on any thread.
 #include <cstdint>
 
 namespace keel::kv {

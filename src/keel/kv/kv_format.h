@@ -16,6 +16,9 @@
 // rounding of s and m never breaks the bound. For a rotated row the bound holds per element of the
 // rotated row; the rotation is orthonormal, so the L2 error of the decoded row is the same as in
 // the rotated domain: ||x - decoded||_2 <= sqrt(sum over groups of 32 * (s/2)^2).
+//
+// Threads: pure functions; encode, decode, fwht and rotate_row write only the buffers they are given
+// (no shared scratch): any thread, on distinct buffers.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -7,6 +7,8 @@
 //   int8: 1 byte per element + one 2-byte (bf16) scale per group                 (symmetric)
 //   int4: half a byte per element + a 2-byte scale and a 2-byte zero point per group (affine)
 //   int2: a quarter byte per element + a 2-byte scale and a 2-byte zero point per group (affine)
+//
+// Threads: constants and constexpr functions: any thread.
 #include <cstdint>
 #include <string_view>
 

@@ -1,6 +1,9 @@
 #pragma once
 // Where the fields of an encoded row sit (see the layouts in kv_format.h). Shared by the encoder
 // and the attention kernels; not part of the public API.
+//
+// Threads: constexpr and inline functions with no state (load_u16/store_u16 touch only the bytes
+// they are given): any thread.
 #include <cstdint>
 #include <cstring>
 

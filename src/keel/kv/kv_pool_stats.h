@@ -1,5 +1,8 @@
 #pragma once
 // A snapshot of the KV pool for /health, /metrics and tests.
+//
+// Threads: a plain value, taken under the pool's lock (KvPool::stats()): copy it freely, read it on
+// any thread.
 #include <array>
 #include <cstddef>
 #include <cstdint>

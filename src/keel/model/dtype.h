@@ -1,5 +1,6 @@
 #pragma once
 // Element types that appear in safetensors files, with their names as the format spells them.
+// Constants and pure functions: any thread.
 #include <cstddef>
 #include <optional>
 #include <string_view>

@@ -2,6 +2,9 @@
 // The safetensors container: an 8-byte little-endian header length, a JSON header mapping tensor
 // names to {dtype, shape, data_offsets}, then the raw data. The parser trusts nothing: every
 // offset, shape and size is checked against the file before any tensor is touched.
+// Threads: the parse functions share no state (any thread). A SafetensorsFile is immutable after
+// construction, so its const members may be called from many threads at once; the spans data() returns
+// point into its mapping and live as long as the SafetensorsFile does.
 #include <cstdint>
 #include <filesystem>
 #include <map>

@@ -2,6 +2,8 @@
 // How one query head attends: the numbers an architecture decides (softmax scale, sliding window,
 // logit soft-capping, a learned sink logit) and the head mapping of grouped-query attention. The
 // arch/ blocks fill these from the layer's LayerSpec; the KV cache only executes them over its rows.
+// Plain values and pure inline functions: any thread. An AttentionQuery only borrows q and out; the
+// caller keeps them alive for the call.
 #include <cstdint>
 
 namespace keel::ops {

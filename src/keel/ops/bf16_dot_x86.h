@@ -3,6 +3,9 @@
 // Sapphire Rapids): activations are rounded to bf16 once per call and each VDPBF16PS multiplies
 // 32 pairs, twice the f32 FMA rate. Highway 1.0 has no target for this instruction, so it lives in
 // its own file compiled for it and is only called after a CPUID check.
+// Threads: no shared state but the CPUID answer (cached once, thread-safely) and the SIMD restriction set
+// at start-up (simd_target.h); any thread. The caller owns w, x and y; calls that write disjoint row
+// ranges [r0, r1) of y may run at once.
 #include <cstdint>
 
 namespace keel::ops {

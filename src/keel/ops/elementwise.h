@@ -1,6 +1,9 @@
 #pragma once
 // The small per-token operations of a transformer block. They touch O(hidden) values per token,
 // so plain loops (auto-vectorised) are enough; the matrix products dominate.
+// The free functions are pure functions of their arguments (the caller owns every buffer): any thread.
+// A Rope is immutable after construction; apply() uses thread-local scratch, so many threads may call it
+// on one Rope at once.
 #include <cmath>
 #include <cstdint>
 #include <vector>

@@ -3,6 +3,7 @@
 // usual hand estimates go wrong: only attention layers grow with the context, a sliding-window
 // layer stops growing at its window, a linear-attention (recurrent) layer of a hybrid model holds
 // a fixed state instead, and an MLA layer caches one compressed latent rather than K and V heads.
+// Pure functions of the spec or config; the layout is a plain value the caller owns: any thread.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,6 +1,7 @@
 #pragma once
 // Small helpers for looking at a model folder's file names: listing, matching, sizing, and
 // naming a few of many in a message.
+// Plain functions that read the file system and keep no state: any thread.
 #include <cstdint>
 #include <filesystem>
 #include <string>

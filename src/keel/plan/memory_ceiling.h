@@ -2,6 +2,8 @@
 // The memory a plan must fit under: --memory when given, else a fixed share of the machine's RAM.
 // The share is fixed rather than read from MemAvailable so the same machine gives the same plan
 // whatever else happens to run; it leaves room for the OS, the agent client and an editor.
+// Plain functions (machine_ceiling reads /proc/meminfo and the cgroup limit) that keep no state:
+// any thread.
 #include <cstdint>
 #include <optional>
 #include <string>

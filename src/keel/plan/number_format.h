@@ -2,6 +2,7 @@
 // How the plan prints numbers: byte counts with thousands separators (so the hand arithmetic in
 // docs and tests can be compared digit by digit) and sizes in GiB, the unit --memory takes
 // (MiB for the tiny test models).
+// Pure functions of their arguments: any thread.
 #include <cstdint>
 #include <string>
 

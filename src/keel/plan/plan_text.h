@@ -1,6 +1,7 @@
 #pragma once
 // The plan as a human reads it: a header of facts, the KV cost per token per layer kind, one row
 // per KV preset, the recommendation and the warnings.
+// A pure function of the Plan: any thread.
 #include <string>
 
 #include "keel/plan/planner.h"

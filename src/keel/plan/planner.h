@@ -2,6 +2,9 @@
 // `keel plan` and `keel serve` ask the same question: will this model and this context fit, and
 // under which KV policy? plan_model() answers it from the folder alone (config.json, the weight
 // index or safetensors headers, the chat template) without loading any weights.
+// Plan is a plain value the caller owns. plan_model() reads the folder, /proc/meminfo and the
+// bandwidth cache (measured_bandwidth.h) and keeps no state: any thread (keel calls it on the main
+// thread, before anything loads); the other functions are pure functions of the Plan.
 #include <cstdint>
 #include <filesystem>
 #include <optional>

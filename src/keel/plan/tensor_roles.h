@@ -1,6 +1,7 @@
 #pragma once
 // Sorts a checkpoint's tensors by how a decode step uses them, from their names alone, so the
 // active-bytes split works from safetensors headers for any storage format (MLX, mxfp4, fp8...).
+// Pure functions of the names and bytes they are given: any thread.
 #include <cstdint>
 #include <string>
 #include <utility>

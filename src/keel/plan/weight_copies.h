@@ -1,6 +1,8 @@
 #pragma once
 // Checks on what else a model folder holds: a second copy of the weights next to the one keel
 // loads, and MLX quantization that the tensor names do not bear out.
+// Plain functions that read the folder and keep no state (check_mlx_companions writes only the
+// caller's `inv`): any thread.
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -1,6 +1,7 @@
 #pragma once
 // How config.json says the weights are stored: a dtype, an MLX quantization block, fp8 blocks,
 // mxfp4 experts.
+// Pure functions of the parsed config (the caller owns `mlx`, which is written): any thread.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -3,6 +3,8 @@
 // from the safetensors headers of the files keel would load, or from the index's declared
 // metadata.total_size when the shards are not there; never from a parameter count and never by
 // adding up every file in the folder (folders often hold a second copy of the weights).
+// Plain functions that read the folder's index and headers and keep no state; the inventory is a
+// plain value the caller owns: any thread.
 #include <cstdint>
 #include <filesystem>
 #include <optional>

@@ -2,6 +2,8 @@
 // Added tokens ("added_tokens" in tokenizer.json): strings such as <|im_start|> or <tool_call> that
 // are cut out of the input before normalization and BPE and map straight to their id, so that a
 // chat template's markers are always encoded exactly.
+// Threads: a SpecialTokenScope is an immutable value. An AddedTokenMatcher is filled with add() by one
+// thread while the tokenizer loads; after that its const split() may run on many threads at once.
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -1,6 +1,8 @@
 #pragma once
 // The BPE model of tokenizer.json ("model": {"type": "BPE", ...}): a vocabulary, ranked merges, and
 // the options byte-level (GPT-2 style) and SentencePiece-style (byte_fallback) files use.
+// Immutable after from_json(): encode_word() and vocab() may be called from many threads at once; the
+// caller owns `out`.
 #include <array>
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,8 @@
 #pragma once
 // GPT-2's byte-to-character table: every byte is shown as a printable code point so that byte-level
 // BPE vocabularies can be stored as text ("Ġ" is the space byte 0x20, "Ċ" is "\n").
+// Pure functions over a table built once, thread-safely, on first use: any thread. The string
+// char_for_byte() returns lives for the whole program.
 #include <optional>
 #include <string>
 #include <string_view>

@@ -7,6 +7,9 @@
 // each token by itself, and Strip is only used after Fuse, where it trims the start of the whole
 // text: that is kept as a little state (how many leading characters may still be stripped).
 // Strip's `stop` (trimming the end) cannot be honoured while streaming and is ignored.
+//
+// Threads: a Decoder is immutable after from_json(); decode_token() is const and may run on many threads
+// at once, each pass with its own State (owned by the caller, one per token sequence).
 #include <memory>
 #include <string>
 #include <string_view>

@@ -2,6 +2,8 @@
 // Typed access to tokenizer.json fields. Every failure is a keel::Error naming the file label and
 // the JSON path of the field ("tokenizer.json: model.merges[3]: expected a string"), so a broken
 // file is reported precisely instead of surfacing as a generic JSON exception.
+// Pure functions of their arguments: any thread, while nobody modifies the Json they read. The references
+// and pointers they return point into the caller's Json and live as long as it does.
 #include <cstdint>
 #include <optional>
 #include <string>

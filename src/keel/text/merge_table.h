@@ -2,6 +2,8 @@
 // The BPE merge lookup: (left id, right id) -> (rank, merged id). It is probed for every adjacent
 // pair of every word, so it is a flat open-addressing table (one cache line per probe, usually)
 // instead of a node-based std::unordered_map.
+// Threads: filled (reserve, insert_or_assign) by one thread while the tokenizer loads; after that find()
+// is const and may be called from many threads at once.
 #include <cstdint>
 #include <optional>
 #include <vector>

@@ -1,6 +1,8 @@
 #pragma once
 // tokenizer.json normalizers: rewrite a piece of input text before pre-tokenization.
 // Supported: NFC, NFD, NFKC, NFKD, Replace, Prepend, Strip, Sequence.
+// Immutable after make_normalizer(): normalize() is const and may run on many threads at once. The
+// caller owns the returned object.
 #include <memory>
 #include <string>
 #include <string_view>

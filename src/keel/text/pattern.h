@@ -1,6 +1,7 @@
 #pragma once
 // The `pattern` field of Split pre-tokenizers and Replace normalizers/decoders:
 // {"String": "literal"} or {"Regex": "..."}.
+// Immutable after construction: its const members may be called from many threads at once.
 #include <optional>
 #include <string>
 #include <string_view>

@@ -1,6 +1,8 @@
 #pragma once
 // tokenizer.json pre-tokenizers: cut normalized text into words that the model encodes one by one.
 // Supported: Split, ByteLevel, Digits, Metaspace, Whitespace, WhitespaceSplit, Sequence.
+// Immutable after make_pre_tokenizer(): split() is const and may run on many threads at once. The caller
+// owns the returned object and the `pieces` it passes.
 #include <memory>
 #include <string>
 #include <vector>

@@ -2,6 +2,8 @@
 // A compiled PCRE2 pattern with Unicode properties (UTF + UCP), used by Split pre-tokenizers and
 // Replace normalizers/decoders. Patterns come from tokenizer.json files written for Oniguruma/Rust
 // regex; the constructs those files use (\p{L}, \p{N}, (?i:...), lookahead) mean the same in PCRE2.
+// Threads: a Regex is immutable after construction; find_all() makes its own match data per call, so
+// many threads may use one Regex at once. is_word_character() is a pure function: any thread.
 #include <memory>
 #include <string>
 #include <string_view>

@@ -2,6 +2,8 @@
 // Streaming detokenization: feed generated ids one at a time and get back only text that is
 // complete UTF-8. A character split over several byte tokens is held back until its last byte
 // arrives, so a client never sees half a character (or a replacement char that later "fixes" itself).
+// One object per stream; not thread-safe: one thread at a time uses it. It holds its own Tokenizer copy
+// (sharing the loaded, immutable data), so it does not depend on the Tokenizer it was made from.
 #include <cstdint>
 #include <string>
 

@@ -1,6 +1,7 @@
 #pragma once
 // Unicode normalization forms (UAX #15) for the NFC/NFD/NFKC/NFKD tokenizer normalizers, and the
 // character classes the tokenizer needs outside of regexes.
+// Pure functions of their arguments and of read-only tables (unicode_tables.h): any thread.
 #include <string>
 #include <string_view>
 

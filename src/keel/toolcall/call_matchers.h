@@ -4,6 +4,8 @@
 // marker on and says whether it is a whole call yet. Matchers are pure functions of the text they
 // see, which is what makes the parser's output independent of how the text was split: they
 // answer NeedMore only while more text could change their answer, and never once eof is true.
+// Matchers, helpers and the opener tables keep no state (openers_for builds a new list per call):
+// any thread; the stream's state lives in the OutputParser that calls them.
 #include <cstddef>
 #include <optional>
 #include <string>

@@ -4,6 +4,7 @@
 // use to a coding agent however well it scores, and one that always reasons spends every turn's
 // budget on it. Detection looks for the markers a template renders around a call; the most
 // specific format is tried first (Qwen3-Coder's XML also contains Hermes' <tool_call>).
+// Constants and pure functions of the template text: any thread.
 #include <string>
 #include <string_view>
 

@@ -5,6 +5,7 @@
 // into JSON, telling "not finished yet" apart from "not this notation" for the streaming parser.
 // Ordinary JSON strings ("...") are accepted too, and an unquoted scalar that is not a number,
 // true, false or null is read as a string.
+// A pure function of the text: any thread.
 #include <cstddef>
 #include <string>
 #include <string_view>

@@ -4,6 +4,7 @@
 // inside a string is not mistaken for the end of a call), "not finished yet" (hold the text), and
 // "cannot be JSON" (stop waiting, release it as text or report it). Strict RFC 8259 grammar with a
 // nesting limit, so text it calls complete is safe to hand to nlohmann::json::parse.
+// Pure functions of the text: any thread.
 #include <cstddef>
 #include <string>
 #include <string_view>

@@ -5,6 +5,7 @@
 // wrong type make the call invalid, with a reason the retry logic and the client can show.
 // Values are coerced where models are known to write them as text: every value of an XML-style
 // format, and numbers or booleans written as strings in JSON formats. Key order is kept.
+// A pure function of the call and the tools: any thread.
 #include <string>
 
 #include <nlohmann/json.hpp>

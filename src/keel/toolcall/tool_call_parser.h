@@ -5,6 +5,8 @@
 // JSON object {"name": ..., "arguments"|"parameters": {...}} at the start of output or of a line is
 // a call under every format. Results never depend on how the output was split into pieces: text is
 // held only while it could still be the start of a marker or a call (docs/tool-calls.md).
+// Threads: one OutputParser per generated turn, owned by its caller (ChatTurn, on the engine
+// thread); not thread-safe. The free functions keep no state: any thread.
 #include <memory>
 #include <string>
 #include <string_view>

@@ -1,6 +1,7 @@
 #pragma once
 // Scalar conversions between float and the 16-bit float formats found in weight files.
 // Kernels use SIMD versions of the same conversions; these are for loading and for tests.
+// Pure inline functions of their arguments: any thread.
 #include <bit>
 #include <cstdint>
 #include <cstring>

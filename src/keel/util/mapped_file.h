@@ -1,6 +1,8 @@
 #pragma once
 // A read-only memory mapping of a whole file. Model weights are used straight from the mapping
 // (zero-copy); the kernel pages them in on demand and may share them between processes.
+// Immutable after construction: bytes() and path() may be called from many threads at once. The object
+// owns the mapping (not copyable): the span bytes() returns is valid until the object is destroyed.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>

@@ -1,6 +1,7 @@
 #pragma once
 // Small UTF-8 helpers shared by the tokenizer and the chat templates. Tokenizer input is sanitized
 // to valid UTF-8 first (invalid bytes become U+FFFD), so the tokenizer may assume well-formed text.
+// Pure functions of their arguments (decode_at advances the caller's `pos`): any thread.
 #include <cstddef>
 #include <string>
 #include <string_view>
