@@ -16,6 +16,7 @@
 #include "keel/engine/standalone_sequence.h"
 #include "keel/arch/synth.h"
 #include "keel/ops/bf16_dot_x86.h"
+#include "keel/ops/int16_dot.h"
 #include "keel/ops/mlx_bf16_x86.h"
 #include "keel/ops/matmul.h"
 #include "keel/util/half.h"
@@ -312,13 +313,20 @@ TEST(Engine, MatmulAllFormatsBothPaths) {
         const int64_t n = 5;
         std::vector<float> x(static_cast<size_t>(n * m->cols));
         for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f);
-        // On AVX512_BF16 CPUs bf16 and MLX weights meet activations rounded to bf16 (see
-        // bf16_dot_x86.h, mlx_bf16_x86.h).
+        // The reference meets the activations as the kernel does: on AVX512_BF16 CPUs bf16 and MLX
+        // weights meet them rounded to bf16 (bf16_dot_x86.h, mlx_bf16_x86.h); elsewhere MLX weights
+        // meet them quantized to int16 per block of 32 (int16_dot.h).
         std::vector<float> x_ref = x;
         const bool mlx = f == WeightFormat::MLX4 || f == WeightFormat::MLX8;
-        if ((f == WeightFormat::BF16 && ops::cpu_has_avx512_bf16()) ||
-            (mlx && ops::mlx_bf16_supported({nullptr, nullptr, nullptr, m->bits(), m->group_size, m->cols})))
+        const ops::MlxRows rows{nullptr, nullptr, nullptr, m->bits(), m->group_size, m->cols};
+        if ((f == WeightFormat::BF16 && ops::cpu_has_avx512_bf16()) || (mlx && ops::mlx_bf16_supported(rows))) {
           for (float& v : x_ref) v = bf16_to_float(float_to_bf16(v));
+        } else if (mlx && ops::mlx_i16_supported(rows)) {
+          ops::I16Activations a;
+          ops::size_i16_activations(m->cols, n, /*pairs_split=*/false, a);
+          ops::quantize_i16_activations(x.data(), 0, n, a);
+          for (size_t i = 0; i < x_ref.size(); ++i) x_ref[i] = a.scale[i / 32] * static_cast<float>(a.q[i]);
+        }
         std::vector<float> y(static_cast<size_t>(n * m->rows)), y1(static_cast<size_t>(m->rows)), row(static_cast<size_t>(m->cols));
         ops::matmul(*m, x.data(), n, y.data(), pool);
         for (int64_t r = 0; r < m->rows; ++r) {
