@@ -207,12 +207,13 @@ void expect_matches_reference(const Matrix& m, const float* x, int64_t tokens, c
   }
 }
 
-// One token alone gives the bits of its row among seven; a call of two starting at token 5 too
-// (a remainder after a 4-token tile).
+// One token alone gives the bits of its row among kInvarianceTokens (token tiles of 16, 8 and 4,
+// then 4-token and 1-token remainders, in the int16 paths); so do calls of 2 and of 19 starting at
+// token 13 (other tiles over the same tokens).
+constexpr int64_t kInvarianceTokens = 37;
 void expect_token_invariance(const Matrix& m, const float* x, ThreadPool& pool) {
-  const int64_t tokens = 7;
+  const int64_t tokens = kInvarianceTokens;
   std::vector<float> many(static_cast<size_t>(tokens * m.rows)), one(static_cast<size_t>(m.rows));
-  std::vector<float> two(static_cast<size_t>(2 * m.rows));
   ops::matmul(m, x, tokens, many.data(), pool);
   for (int64_t t = 0; t < tokens; ++t) {
     ops::matmul(m, x + t * m.cols, 1, one.data(), pool);
@@ -221,17 +222,20 @@ void expect_token_invariance(const Matrix& m, const float* x, ThreadPool& pool) 
                 std::bit_cast<uint32_t>(many[static_cast<size_t>(t * m.rows + r)]))
           << m.name << " token " << t << " row " << r;
   }
-  ops::matmul(m, x + 5 * m.cols, 2, two.data(), pool);
-  for (int64_t i = 0; i < 2 * m.rows; ++i)
-    ASSERT_EQ(std::bit_cast<uint32_t>(two[static_cast<size_t>(i)]),
-              std::bit_cast<uint32_t>(many[static_cast<size_t>(5 * m.rows + i)]))
-        << m.name << " " << i;
+  for (const int64_t part : {int64_t{2}, int64_t{19}}) {
+    std::vector<float> some(static_cast<size_t>(part * m.rows));
+    ops::matmul(m, x + 13 * m.cols, part, some.data(), pool);
+    for (int64_t i = 0; i < part * m.rows; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(some[static_cast<size_t>(i)]),
+                std::bit_cast<uint32_t>(many[static_cast<size_t>(13 * m.rows + i)]))
+          << m.name << " " << part << " tokens from 13: " << i;
+  }
 }
 
 // Each row viewed as a one-row matrix (a task of its own, another tile shape) gives the bits it
-// gets among all rows, for one token and for six.
+// gets among all rows, for one token, six and 21 (token tiles).
 void expect_rows_independent(const Matrix& m, const float* x, ThreadPool& pool, std::initializer_list<int64_t> rows) {
-  for (const int64_t tokens : {int64_t{1}, int64_t{6}}) {
+  for (const int64_t tokens : {int64_t{1}, int64_t{6}, int64_t{21}}) {
     std::vector<float> all(static_cast<size_t>(tokens * m.rows)), alone(static_cast<size_t>(tokens));
     ops::matmul(m, x, tokens, all.data(), pool);
     for (const int64_t r : rows) {
@@ -276,7 +280,7 @@ TEST_P(OpsGgmlMatmul, MatchesTheDequantizedRows) {
   const Matrix m = view(s.format, bytes, s.rows, s.cols);
   ThreadPool pool(2);
   test::for_each_simd_target([&] {
-    for (const int64_t tokens : {int64_t{1}, int64_t{5}}) {
+    for (const int64_t tokens : {int64_t{1}, int64_t{5}, int64_t{21}}) {
       const std::vector<float> x = random_x(tokens * s.cols, 7);
       std::vector<float> y(static_cast<size_t>(tokens * s.rows));
       ops::matmul(m, x.data(), tokens, y.data(), pool);
@@ -285,10 +289,10 @@ TEST_P(OpsGgmlMatmul, MatchesTheDequantizedRows) {
   });
 }
 
-TEST_P(OpsGgmlMatmul, OneTokenEqualsItsRowInSeven) {
+TEST_P(OpsGgmlMatmul, OneTokenEqualsItsRowAmongMany) {
   const Shape s = GetParam();
   const auto bytes = random_blocks(s.format, s.rows, s.cols, 5u + static_cast<uint32_t>(s.rows));
-  const std::vector<float> x = random_x(7 * s.cols, 3);
+  const std::vector<float> x = random_x(kInvarianceTokens * s.cols, 3);
   ThreadPool pool(2);
   test::for_each_simd_target([&] { expect_token_invariance(view(s.format, bytes, s.rows, s.cols), x.data(), pool); });
 }
@@ -296,7 +300,7 @@ TEST_P(OpsGgmlMatmul, OneTokenEqualsItsRowInSeven) {
 TEST_P(OpsGgmlMatmul, RowsDoNotDependOnTheirNeighbours) {
   const Shape s = GetParam();
   const auto bytes = random_blocks(s.format, s.rows, s.cols, 9);
-  const std::vector<float> x = random_x(6 * s.cols, 4);
+  const std::vector<float> x = random_x(21 * s.cols, 4);
   ThreadPool pool(1);
   test::for_each_simd_target([&] {
     expect_rows_independent(view(s.format, bytes, s.rows, s.cols), x.data(), pool, {0, s.rows / 2, s.rows - 1});
@@ -474,7 +478,7 @@ TEST(OpsGgmlBlocks, RealFileBlocks) {
       m.data = g.bytes.data() + g.data_start + t.offset;
       ASSERT_LE(g.data_start + t.offset + rows * m.row_bytes(), g.bytes.size()) << m.name;
       expect_rows_exact(m, rows);
-      const std::vector<float> x = random_x(7 * cols, 17);
+      const std::vector<float> x = random_x(kInvarianceTokens * cols, 17);
       std::vector<float> y(static_cast<size_t>(7 * rows));
       test::for_each_simd_target([&] {
         ops::matmul(m, x.data(), 7, y.data(), pool);

@@ -5,6 +5,7 @@
 // splits rows into tasks of 16, so 37 rows end in a short task).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -76,7 +77,7 @@ ops::MlxRows rows_of(const Matrix& m) {
 TEST_P(OpsMlxMatmul, MatchesTheDequantizedRows) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 11u + static_cast<uint32_t>(s.cols));
-  const int64_t tokens = 5;
+  const int64_t tokens = 21;  // token tiles of 16 and 4, and a 1-token remainder, in the int16 path
   const std::vector<float> x = random_x(tokens * s.cols, 7);
   ThreadPool pool(2);
   std::vector<float> y(static_cast<size_t>(tokens * s.rows));
@@ -111,26 +112,33 @@ TEST_P(OpsMlxMatmul, MatchesTheDequantizedRows) {
   });
 }
 
-// The invariant chunked prefill rests on: token t alone gives the bits of token t among seven.
-TEST_P(OpsMlxMatmul, OneTokenEqualsItsRowInSeven) {
+// The invariant chunked prefill rests on: token t alone gives the bits of token t among 37 (token
+// tiles of 16, 8 and 4 and the remainders, in the int16 path); so do calls of 2 and 19 tokens
+// starting at token 13 (other tiles over the same tokens).
+TEST_P(OpsMlxMatmul, OneTokenEqualsItsRowAmongMany) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 5u + static_cast<uint32_t>(s.rows));
-  const int64_t tokens = 7;
+  const int64_t tokens = 37;
   const std::vector<float> x = random_x(tokens * s.cols, 3);
   ThreadPool pool(2);
   std::vector<float> many(static_cast<size_t>(tokens * s.rows)), one(static_cast<size_t>(s.rows));
-  std::vector<float> two(static_cast<size_t>(2 * s.rows));
   test::for_each_simd_target([&] {
     ops::matmul(w.m, x.data(), tokens, many.data(), pool);
     for (int64_t t = 0; t < tokens; ++t) {
       ops::matmul(w.m, x.data() + t * s.cols, 1, one.data(), pool);
       for (int64_t r = 0; r < s.rows; ++r)
-        ASSERT_EQ(one[static_cast<size_t>(r)], many[static_cast<size_t>(t * s.rows + r)]) << "token " << t << " row " << r;
+        ASSERT_EQ(std::bit_cast<uint32_t>(one[static_cast<size_t>(r)]),
+                  std::bit_cast<uint32_t>(many[static_cast<size_t>(t * s.rows + r)]))
+            << "token " << t << " row " << r;
     }
-    // And a call of two (a remainder after a 4-token block in some kernels) starting at token 5.
-    ops::matmul(w.m, x.data() + 5 * s.cols, 2, two.data(), pool);
-    for (int64_t i = 0; i < 2 * s.rows; ++i)
-      ASSERT_EQ(two[static_cast<size_t>(i)], many[static_cast<size_t>(5 * s.rows + i)]) << i;
+    for (const int64_t part : {int64_t{2}, int64_t{19}}) {
+      std::vector<float> some(static_cast<size_t>(part * s.rows));
+      ops::matmul(w.m, x.data() + 13 * s.cols, part, some.data(), pool);
+      for (int64_t i = 0; i < part * s.rows; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(some[static_cast<size_t>(i)]),
+                  std::bit_cast<uint32_t>(many[static_cast<size_t>(13 * s.rows + i)]))
+            << part << " tokens from 13: " << i;
+    }
   });
 }
 
@@ -138,7 +146,7 @@ TEST_P(OpsMlxMatmul, OneTokenEqualsItsRowInSeven) {
 TEST_P(OpsMlxMatmul, RowsDoNotDependOnTheirNeighbours) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 9);
-  const int64_t tokens = 6;
+  const int64_t tokens = 21;
   const std::vector<float> x = random_x(tokens * s.cols, 4);
   ThreadPool pool(1);
   std::vector<float> all(static_cast<size_t>(tokens * s.rows)), last(static_cast<size_t>(tokens));

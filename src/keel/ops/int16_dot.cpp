@@ -49,6 +49,30 @@ HWY_INLINE float f16_at(const uint8_t* p) {
   return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
 }
 
+// The int32 lanes of a unit's products, and so the float accumulators of a (row, token): 8 on
+// AVX2 and AVX-512 (D16 is capped at 256 bits), 4 on SSE4 and NEON.
+constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
+
+// The sum of an accumulator's lanes as a pairwise tree, ((l0 + l1) + (l2 + l3)) + ..., in an order
+// fixed here so that the token tiles, which keep lane k of every token in a vector of its own, add
+// in the same one. On x86 in registers (a + b and b + a are the same bits, so each shuffle step
+// leaves the tree's partial sums in lanes 0, 2, 4, ...); elsewhere through memory.
+HWY_INLINE float lane_tree_sum(hn::Vec<DF> v) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  static_assert(kLanes == 4 || kLanes == 8);
+  v = hn::Add(v, hn::Shuffle2301(v));  // l0 + l1, l2 + l3, ...
+  v = hn::Add(v, hn::Shuffle1032(v));  // (l0 + l1) + (l2 + l3), ...
+  if constexpr (kLanes == 8) v = hn::Add(v, hn::SwapAdjacentBlocks(v));
+  return hn::GetLane(v);
+#else
+  alignas(64) float l[kLanes];
+  hn::Store(v, DF(), l);
+  for (int width = kLanes; width > 1; width /= 2)
+    for (int i = 0; i < width / 2; ++i) l[i] = l[2 * i] + l[2 * i + 1];
+  return l[0];
+#endif
+}
+
 // One row against kNT tokens: each unit's code vectors are made once and multiplied with every
 // token's activations. Every (row, token) sum runs the same operations in the same order.
 template <int kNT>
@@ -101,7 +125,7 @@ struct RowTokens {
 
   HWY_INLINE void store(float* y, int64_t y_stride) {
     KEEL_UNROLL_TOKENS
-    for (int t = 0; t < kNT; ++t) y[t * y_stride] = hn::GetLane(hn::SumOfLanes(DF(), acc[t])) + offsets[t];
+    for (int t = 0; t < kNT; ++t) y[t * y_stride] = lane_tree_sum(acc[t]) + offsets[t];
   }
 };
 
@@ -291,6 +315,143 @@ struct GgmlRow {
   }
 };
 
+// ---- Token tiles (x86 only: VPMADDWD multiplies adjacent pairs, so lane k of a unit's products is
+// code pairs k, k + kLanes, ... of the unit on every x86 target; NEON's widening multiply pairs
+// other lanes, and the scalar target has one).
+#undef KEEL_TOKEN_TILES  // this file is compiled once per target
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+#define KEEL_TOKEN_TILES 1
+#else
+#define KEEL_TOKEN_TILES 0
+#endif
+#if KEEL_TOKEN_TILES
+
+// A row decoded once for the token tiles: the same calls as RowTokens receives, recorded. Every
+// format calls offset_term for all of its units or for none.
+struct DecodedRow {
+  int16_t* codes;  // [cols]: unit u's codes at 32 u, in the activations' order
+  float* scale;    // [cols / 32]
+  float* offset;   // [cols / 32]
+  bool has_offsets = false;
+
+  template <class Codes>
+  HWY_INLINE void unit(int64_t first, int n, float s, const Codes& codes_of) {
+    const int L = static_cast<int>(hn::Lanes(D16()));
+    for (int e = 0; e < n; e += L) hn::StoreU(codes_of(e), D16(), codes + first + e);
+    scale[first / 32] = s;
+  }
+  HWY_INLINE void offset_term(int64_t first, float c) {
+    offset[first / 32] = c;
+    has_offsets = true;
+  }
+};
+
+// The tokens of one tile side by side: as many as an int32 vector holds, at most kI16TileTokens.
+using DT32 = hn::CappedTag<int32_t, kI16TileTokens>;
+using DT16 = hn::Repartition<int16_t, DT32>;
+using DTF = hn::Rebind<float, DT32>;
+
+// The running sums of one (row, tile) between column chunks: kLanes accumulators, then the offsets,
+// each a vector of the tile's tokens.
+constexpr int64_t kTileSums = (kLanes + 1) * kI16TileTokens;
+// Columns per chunk of the tile products, in units of 32 (see TiledProducts).
+constexpr int64_t kTileChunkUnits = 8;
+
+// Units [u0, u1) of one decoded row against the tile of tokens t .. t + Lanes(DTF) (t a multiple of
+// that count), continuing `sums`: per unit, accumulator k takes the float of code pairs k,
+// k + kLanes, ... against the same pairs of each token, exactly as lane k of RowTokens's
+// accumulator, and the units come in the same order. (Accumulator k outermost, with several rows or
+// tiles at once, measured slower: each accumulator then waits on its own multiply-adds.)
+HWY_INLINE void TileUnits(const DecodedRow& w, const I16Activations& a, int64_t t, int64_t u0, int64_t u1,
+                          float* sums) {
+  const DT32 dt;
+  const DT16 dt16;
+  const DTF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  constexpr int kSteps = 16 / kLanes;  // vectors of D16 per unit of 32
+  const int64_t units = a.cols / 32;
+  const int64_t tile = t / kI16TileTokens, lane0 = t % kI16TileTokens;
+  const int16_t* xq = a.tiled_q.data() + tile * (a.cols / 2) * kI16TileTokens * 2 + lane0 * 2;
+  const float* xs = a.tiled_scale.data() + tile * units * kI16TileTokens + lane0;
+  const float* xsum = a.tiled_sum.data() + tile * units * kI16TileTokens + lane0;
+  hn::Vec<DTF> acc[kLanes];
+  for (int k = 0; k < kLanes; ++k) acc[k] = hn::LoadU(df, sums + k * L);
+  auto offsets = hn::LoadU(df, sums + kLanes * L);
+  for (int64_t u = u0; u < u1; ++u) {
+    const auto scale = hn::Mul(hn::Set(df, w.scale[u]), hn::LoadU(df, xs + u * kI16TileTokens));
+    const int16_t* codes = w.codes + 32 * u;
+    const int16_t* x = xq + 16 * u * kI16TileTokens * 2;
+    for (int k = 0; k < kLanes; ++k) {
+      auto dot = hn::Zero(dt), unused = hn::Zero(dt);
+      for (int s = 0; s < kSteps; ++s) {
+        const int pair = s * kLanes + k;
+        int32_t two_codes;
+        std::memcpy(&two_codes, codes + 2 * pair, 4);
+        dot = hn::ReorderWidenMulAccumulate(dt, hn::BitCast(dt16, hn::Set(dt, two_codes)),
+                                            hn::LoadU(dt16, x + pair * kI16TileTokens * 2), dot, unused);
+      }
+      acc[k] = hn::MulAdd(scale, hn::ConvertTo(df, dot), acc[k]);
+    }
+    if (w.has_offsets)
+      offsets = hn::Add(offsets, hn::Mul(hn::Set(df, w.offset[u]), hn::LoadU(df, xsum + u * kI16TileTokens)));
+  }
+  for (int k = 0; k < kLanes; ++k) hn::StoreU(acc[k], df, sums + k * L);
+  hn::StoreU(offsets, df, sums + kLanes * L);
+}
+
+// The tile's outputs from its finished sums: the lanes' pairwise tree, as lane_tree_sum, plus the
+// offsets.
+HWY_INLINE void TileStore(const float* sums, float* y, int64_t y_stride) {
+  const DTF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<DTF> acc[kLanes];
+  for (int k = 0; k < kLanes; ++k) acc[k] = hn::LoadU(df, sums + k * L);
+  for (int width = kLanes; width > 1; width /= 2)
+    for (int i = 0; i < width / 2; ++i) acc[i] = hn::Add(acc[2 * i], acc[2 * i + 1]);
+  alignas(64) float out[kI16TileTokens];
+  hn::Store(hn::Add(acc[0], hn::LoadU(df, sums + kLanes * L)), df, out);
+  for (int64_t i = 0; i < L; ++i) y[i * y_stride] = out[i];
+}
+
+// Whole tiles of tokens from token 0 against every row of [r0, r1); returns the first token not
+// done. The rows are decoded once; then, per tile, the columns go in chunks of kTileChunkUnits units
+// with every row taking each chunk in turn, so the tile's activations for the chunk (4 KiB) stay in
+// L1 while the rows stream past (a tile over all of a 4864-wide row is 76 KiB, over L1).
+template <class RowOf, class Rows>
+int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                      int64_t y_stride) {
+  const auto tile_tokens = static_cast<int64_t>(hn::Lanes(DTF()));
+  if (a.tiled_q.empty() || n_tokens < tile_tokens) return 0;
+  const int64_t rows = r1 - r0, units = a.cols / 32;
+  thread_local std::vector<int16_t> codes;
+  thread_local std::vector<float> scales, offsets, sums;
+  codes.resize(static_cast<size_t>(rows * a.cols));
+  scales.resize(static_cast<size_t>(rows * units));
+  offsets.resize(scales.size());
+  sums.resize(static_cast<size_t>(rows * kTileSums));  // [rows][kTileSums]
+  auto decoded = [&](int64_t r, bool has_offsets) {
+    return DecodedRow{codes.data() + r * a.cols, scales.data() + r * units, offsets.data() + r * units, has_offsets};
+  };
+  bool has_offsets = false;
+  for (int64_t r = 0; r < rows; ++r) {
+    const RowOf one(w, r0 + r);
+    one.prefetch();
+    DecodedRow row = decoded(r, false);
+    one.run(row);
+    has_offsets = row.has_offsets;  // the same for every row of a format
+  }
+  const int64_t end = n_tokens / tile_tokens * tile_tokens;
+  for (int64_t t = 0; t < end; t += tile_tokens) {
+    std::fill(sums.begin(), sums.end(), 0.0f);
+    for (int64_t u0 = 0; u0 < units; u0 += kTileChunkUnits)
+      for (int64_t r = 0; r < rows; ++r)
+        TileUnits(decoded(r, has_offsets), a, t, u0, std::min(units, u0 + kTileChunkUnits), sums.data() + r * kTileSums);
+    for (int64_t r = 0; r < rows; ++r) TileStore(sums.data() + r * kTileSums, y + t * y_stride + r, y_stride);
+  }
+  return end;
+}
+#endif  // KEEL_TOKEN_TILES
+
 // Every row of [r0, r1) against every token: blocks of kTokenBlock tokens outermost, so a block's
 // activations (64 x 4864 x 2 bytes at most for Qwen2.5-0.5B's FFN down, in L2) are reused by
 // every row of the task while the rows (a few KiB each) stay near the core; in a block, four
@@ -299,7 +460,11 @@ constexpr int64_t kTokenBlock = 64;
 template <class RowOf, class Rows>
 void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
               int64_t y_stride) {
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock) {
+  int64_t first = 0;
+#if KEEL_TOKEN_TILES
+  first = TiledProducts<RowOf>(w, a, n_tokens, r0, r1, y, y_stride);
+#endif
+  for (int64_t t0 = first; t0 < n_tokens; t0 += kTokenBlock) {
     const int64_t t_end = std::min(n_tokens, t0 + kTokenBlock);
     for (int64_t r = r0; r < r1; ++r) {
       const RowOf one(w, r);
@@ -371,6 +536,10 @@ void size_i16_activations(int64_t cols, int64_t n_tokens, bool pairs_split, I16A
   a.q.resize(static_cast<size_t>(n_tokens * cols));
   a.scale.resize(static_cast<size_t>(n_tokens * cols / 32));
   a.sum.resize(a.scale.size());
+  const int64_t tiled_tokens = n_tokens >= kI16TileTokens ? (n_tokens + kI16TileTokens - 1) / kI16TileTokens * kI16TileTokens : 0;
+  a.tiled_q.resize(static_cast<size_t>(tiled_tokens * cols));
+  a.tiled_scale.resize(static_cast<size_t>(tiled_tokens * cols / 32));
+  a.tiled_sum.resize(a.tiled_scale.size());
 }
 
 // Scalar and the same on every target, so the targets differ only in how the products are summed.
@@ -404,6 +573,23 @@ void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activat
       a.scale[at] = amax / 32767.0f;
       a.sum[at] = a.scale[at] * static_cast<float>(total);
     }
+  if (a.tiled_q.empty()) return;
+  // The token tiles: pair P of token t at [t / 16][P][t % 16]; scale and sum of block b at [t / 16][b][t % 16].
+  const int64_t pairs = a.cols / 2;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t tile = t / kI16TileTokens, lane = t % kI16TileTokens;
+    int16_t* tq = a.tiled_q.data() + (tile * pairs * kI16TileTokens + lane) * 2;
+    const int16_t* q = a.q.data() + t * a.cols;
+    for (int64_t p = 0; p < pairs; ++p) {
+      tq[p * kI16TileTokens * 2] = q[2 * p];
+      tq[p * kI16TileTokens * 2 + 1] = q[2 * p + 1];
+    }
+    for (int64_t b = 0; b < blocks; ++b) {
+      const size_t at = static_cast<size_t>((tile * blocks + b) * kI16TileTokens + lane);
+      a.tiled_scale[at] = a.scale[static_cast<size_t>(t * blocks + b)];
+      a.tiled_sum[at] = a.sum[static_cast<size_t>(t * blocks + b)];
+    }
+  }
 }
 
 void gemm_ggml_i16(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1,

@@ -22,6 +22,14 @@
 // invariance). Targets differ (the lane count sets how the int32 lanes are summed) in the last
 // bits of the float sums only.
 //
+// Prefill on x86 runs token tiles, the same sums with tokens across the lanes: per tile, a row's
+// codes are decoded once, and each pair of codes is broadcast against a vector of that pair of every
+// token of the tile (VPMADDWD), so the per-unit float work (convert, scale, multiply-add) is shared
+// by the tile's tokens instead of paid per token. Lane k of the one-token path (the int32 lane of
+// each unit's products) becomes accumulator k of the tile, so every (row, token) still runs the
+// same integer sums, the same float operations in the same order, and the same final tree
+// (lane_tree_sum): the bits of a token never depend on which path or tile computed it.
+//
 // Stateless; callable from any thread. The activations are prepared by the caller (one buffer per
 // call), then read by every worker.
 #include <cstdint>
@@ -41,10 +49,17 @@ bool mlx_i16_supported(const MlxRows& w);
 // byte, element 2k in the low nibble and 2k + 1 in the high one; their activations are stored with
 // each block's even elements first, then its odd ones (pairs_split), so that one nibble of 16
 // consecutive bytes meets 16 consecutive activations.
+// With kI16TileTokens or more tokens the same values are also kept in token tiles of that many
+// (the last tile padded), for the token-tile products: pair P (elements 2P, 2P + 1 of q's order)
+// of the tile's tokens side by side.
+constexpr int64_t kI16TileTokens = 8;
 struct I16Activations {
   std::vector<int16_t> q;    // [n_tokens][cols]
   std::vector<float> scale;  // [n_tokens][cols / 32]: x ~= scale * q
   std::vector<float> sum;    // [n_tokens][cols / 32]: scale * (sum of the block's q)
+  std::vector<int16_t> tiled_q;    // [tiles][cols / 2][kI16TileTokens][2], or empty
+  std::vector<float> tiled_scale;  // [tiles][cols / 32][kI16TileTokens], or empty
+  std::vector<float> tiled_sum;    // [tiles][cols / 32][kI16TileTokens], or empty
   int64_t cols = 0;
   bool pairs_split = false;
 };
