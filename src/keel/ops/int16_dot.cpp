@@ -351,17 +351,14 @@ using DT32 = hn::CappedTag<int32_t, kI16TileTokens>;
 using DT16 = hn::Repartition<int16_t, DT32>;
 using DTF = hn::Rebind<float, DT32>;
 
-// The running sums of one (row, tile) between column chunks: kLanes accumulators, then the offsets,
-// each a vector of the tile's tokens.
-constexpr int64_t kTileSums = (kLanes + 1) * kI16TileTokens;
-// Columns per chunk of the tile products, in units of 32 (see TiledProducts).
-constexpr int64_t kTileChunkUnits = 8;
+// One (row, tile)'s sums between column chunks (kLanes accumulators, then the offsets), and the
+// units of 32 columns per chunk (TiledProducts).
+constexpr int64_t kTileSums = (kLanes + 1) * kI16TileTokens, kTileChunkUnits = 8;
 
 // Units [u0, u1) of one decoded row against the tile of tokens t .. t + Lanes(DTF) (t a multiple of
 // that count), continuing `sums`: per unit, accumulator k takes the float of code pairs k,
 // k + kLanes, ... against the same pairs of each token, exactly as lane k of RowTokens's
-// accumulator, and the units come in the same order. (Accumulator k outermost, with several rows or
-// tiles at once, measured slower: each accumulator then waits on its own multiply-adds.)
+// accumulator, and the units come in the same order.
 HWY_INLINE void TileUnits(const DecodedRow& w, const I16Activations& a, int64_t t, int64_t u0, int64_t u1,
                           float* sums) {
   const DT32 dt;
@@ -399,8 +396,7 @@ HWY_INLINE void TileUnits(const DecodedRow& w, const I16Activations& a, int64_t 
   hn::StoreU(offsets, df, sums + kLanes * L);
 }
 
-// The tile's outputs from its finished sums: the lanes' pairwise tree, as lane_tree_sum, plus the
-// offsets.
+// The tile's outputs: the lanes' pairwise tree (as lane_tree_sum), plus the offsets.
 HWY_INLINE void TileStore(const float* sums, float* y, int64_t y_stride) {
   const DTF df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
@@ -452,10 +448,9 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
 }
 #endif  // KEEL_TOKEN_TILES
 
-// Every row of [r0, r1) against every token: blocks of kTokenBlock tokens outermost, so a block's
-// activations (64 x 4864 x 2 bytes at most for Qwen2.5-0.5B's FFN down, in L2) are reused by
-// every row of the task while the rows (a few KiB each) stay near the core; in a block, four
-// tokens at a time and then one. The rows ahead are asked for (prefetch.h) before each row.
+// Every row of [r0, r1) against the tokens no tile took: blocks of kTokenBlock tokens outermost,
+// so a block's activations (64 x 4864 x 2 bytes at most, in L2) serve every row of the task; in a
+// block, four tokens at a time, then one. The rows ahead are prefetched before each row.
 constexpr int64_t kTokenBlock = 64;
 template <class RowOf, class Rows>
 void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
