@@ -569,7 +569,8 @@ void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activat
       a.sum[at] = a.scale[at] * static_cast<float>(total);
     }
   if (a.tiled_q.empty()) return;
-  // The token tiles: pair P of token t at [t / 16][P][t % 16]; scale and sum of block b at [t / 16][b][t % 16].
+  // The token tiles (T = kI16TileTokens): pair P of token t at [t / T][P][t % T], the scale and sum
+  // of block b at [t / T][b][t % T].
   const int64_t pairs = a.cols / 2;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t tile = t / kI16TileTokens, lane = t % kI16TileTokens;
