@@ -4,7 +4,8 @@
 // registry.cpp lists them; adding a family is that file plus a registry line.
 //
 // A family refines the spec (norm kind, activation, per-layer rope and scales, which layers have
-// bias or q/k norms) and names the checkpoint's tensors. The forward pass (transformer.h) is built
+// bias or q/k norms), names the checkpoint's tensors, and loads the layouts only it has (its
+// experts' layout, an exporter's conversion undone), with model/tensor_binding.h. The forward pass (transformer.h) is built
 // from the shared blocks (blocks.h), each layer choosing its variant from its LayerSpec.
 //
 // Families are immutable globals: safe to use from any thread.
@@ -34,6 +35,8 @@ struct Family {
   // Qwen3-Next: Gated DeltaNet layers (AttentionKind::Linear) and a shared expert beside the routed ones.
   bool linear_attention = false;
   bool shared_expert = false;
+  // What the family loads or converts its own way (model/weights.h); empty for most.
+  FamilyLoading loading = {};
 };
 
 // The tensor names llama.cpp's converter gives every decoder (token_embd, output_norm, output,

@@ -190,8 +190,8 @@ ModelWeights load_gguf_model(const std::filesystem::path& path) {
                                      (count ? std::to_string(*count) : "missing") + ")");
   }
   ModelSpec spec = gguf_runnable_spec(first);
-  const TensorNames names = family_of(first).gguf_tensor_names();
-  return load_gguf_weights(std::move(files), std::move(spec), names);
+  const Family& family = family_of(first);
+  return load_gguf_weights(std::move(files), std::move(spec), family.gguf_tensor_names(), family.loading);
 }
 
 }  // namespace keel::arch

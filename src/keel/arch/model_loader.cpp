@@ -71,8 +71,8 @@ ModelWeights load_model(const std::filesystem::path& dir) {
     throw Error(config_path.string() + ": not found (every model folder needs config.json)");
   const ConfigView config = ConfigView::load(config_path);
   ModelSpec spec = runnable_spec(config);
-  const TensorNames names = find_family(spec.model_type)->tensor_names();
-  return load_weights(dir, std::move(spec), names);
+  const Family& family = *find_family(spec.model_type);
+  return load_weights(dir, std::move(spec), family.tensor_names(), family.loading);
 }
 
 }  // namespace keel::arch

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "keel/arch/family.h"
+#include "keel/model/tensor_index.h"
 
 namespace keel::arch {
 namespace {
@@ -29,6 +30,30 @@ void refine(const ConfigView& c, ModelSpec& spec) {
 
 TensorNames tensor_names() { return {}; }
 
+// Whether the checkpoint is mlx-lm's conversion: its linear layers' conv weights are
+// (channels, kernel, 1) instead of Hugging Face's (channels, 1, kernel).
+bool converted_by_mlx_lm(const ModelWeights& w, const TensorIndex& index, const TensorNames& names) {
+  for (int64_t i = 0; i < w.spec.num_layers; ++i) {
+    const LayerSpec& ls = w.spec.layers[static_cast<size_t>(i)];
+    if (ls.attention != AttentionKind::Linear) continue;
+    const StoredTensor* conv = index.find(names.layer_prefix + std::to_string(i) + "." + names.linear_attn + "conv1d.weight");
+    return conv && ls.linear->conv_kernel > 1 && conv->shape.size() == 3 && conv->shape[2] == 1;
+  }
+  return false;
+}
+
+// mlx-lm stores the (1 + w) norms with the one added (its sanitize(), detectable by the conv's
+// moved axis): take it out again. Exact: a stored v in [1, 2) gives v - 1 and 1 + (v - 1) == v.
+void sanitize(const TensorIndex& index, const TensorNames& names, ModelWeights& w) {
+  if (!converted_by_mlx_lm(w, index, names)) return;
+  auto unshift = [](std::vector<float>& v) {
+    for (float& x : v) x -= 1.0f;
+  };
+  unshift(w.final_norm);
+  for (LayerWeights& l : w.layers)
+    for (std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.q_norm, &l.k_norm}) unshift(*v);
+}
+
 }  // namespace
 
 extern const Family kQwen3Next{.model_type = "qwen3_next",
@@ -36,6 +61,7 @@ extern const Family kQwen3Next{.model_type = "qwen3_next",
                                 .tensor_names = tensor_names,
                                 .mixture_of_experts = true,
                                 .linear_attention = true,
-                                .shared_expert = true};
+                                .shared_expert = true,
+                                .loading = {.sanitize = sanitize}};
 
 }  // namespace keel::arch

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "keel/model/active_bytes.h"
+#include "keel/model/tensor_binding.h"
 #include "keel/model/tensor_index.h"
 #include "keel/model/weight_index.h"
 #include "keel/util/error.h"
@@ -125,317 +126,8 @@ DecodeWeightBytes ModelWeights::decode_bytes() const {
   return decode_weight_bytes(u);
 }
 
-namespace {
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-[[noreturn]] void tensor_error(const StoredTensor& e, const std::string& what) {
-  throw Error(e.file->string() + ": tensor '" + e.name + "': " + what);
-}
-
-void expect_shape(const StoredTensor& e, const std::vector<int64_t>& shape) {
-  if (e.shape != shape) tensor_error(e, "shape " + shape_string(e.shape) + ", expected " + shape_string(shape));
-}
-
-std::vector<float> to_floats(const StoredTensor& e) {
-  if (!e.dtype) tensor_error(e, "type " + e.type_name + " is not supported here (F32, F16 or BF16)");
-  auto bytes = e.bytes;
-  size_t n = e.element_count();
-  std::vector<float> out(n);
-  switch (*e.dtype) {
-    case DType::F32:
-      std::memcpy(out.data(), bytes.data(), n * 4);
-      break;
-    case DType::F16:
-    case DType::BF16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, bytes.data() + 2 * i, 2);
-        out[i] = e.dtype == DType::F16 ? f16_to_float(h) : bf16_to_float(h);
-      }
-      break;
-    default:
-      tensor_error(e, "dtype " + e.type_name + " is not supported here (F32, F16 or BF16)");
-  }
-  return out;
-}
-
-std::vector<float> load_vector(const TensorIndex& index, const std::string& name, int64_t size) {
-  const auto& e = index.require(name);
-  expect_shape(e, {size});
-  return to_floats(e);
-}
-
-// Points the matrix at its bytes in the mapping, copying only if they are misaligned for the
-// element type (possible in hand-made files; the kernels read whole elements).
-void attach_data(Matrix& m, std::span<const uint8_t> bytes, size_t alignment) {
-  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignment == 0) {
-    m.data = bytes.data();
-    return;
-  }
-  m.realigned.assign(bytes.begin(), bytes.end());
-  m.data = m.realigned.data();
-}
-
-// The alignment the kernels need of a matrix's first byte: whole elements for the float formats
-// and MLX's U32 words; the ggml block formats are read bytewise (their blocks are 17-210 bytes).
-size_t element_alignment(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::F16:
-    case WeightFormat::BF16: return 2;
-    case WeightFormat::F32:
-    case WeightFormat::MLX4:
-    case WeightFormat::MLX8: return 4;
-    default: return 1;
-  }
-}
-
-// The quantization of one module: its per-module override, else the model's; nullopt when the
-// module is stored unquantized.
-std::optional<MlxQuantization> quantization_of(const ModelSpec& spec, const std::string& module) {
-  if (auto it = spec.quantization_overrides.find(module); it != spec.quantization_overrides.end())
-    return it->second.bits ? std::optional<MlxQuantization>(it->second) : std::nullopt;
-  return spec.quantization;
-}
-
-// The matrices of one tensor `prefix`.weight: a (rows, cols) weight, or with `stack` > 0 a
-// (stack, rows, cols) tensor of `stack` matrices (MLX's stacked experts), each used in place.
-std::vector<Matrix> load_matrices(const TensorIndex& index, const ModelSpec& spec, const std::string& prefix,
-                                  int64_t stack, int64_t rows, int64_t cols) {
-  const std::string name = prefix + ".weight";
-  const auto& w = index.require(name);
-  const auto* scales = index.find(prefix + ".scales");
-  auto shape = [&](int64_t last) {
-    std::vector<int64_t> sh;
-    if (stack) sh.push_back(stack);
-    sh.push_back(rows);
-    sh.push_back(last);
-    return sh;
-  };
-
-  WeightFormat format = WeightFormat::F32;
-  int group = 0;
-  std::vector<float> all_scales, all_biases;  // (stack, rows, cols / group)
-  if (scales) {
-    const auto quant = quantization_of(spec, prefix);
-    if (!quant)
-      tensor_error(w, spec.quantization ? "has MLX scales but config.json's quantization marks it unquantized"
-                                        : "has MLX scales but config.json has no quantization block");
-    const int bits = quant->bits;
-    group = quant->group_size;
-    if (w.dtype != DType::U32) tensor_error(w, "MLX-quantized weight must be U32, got " + w.type_name);
-    if (cols % group != 0 || (cols * bits) % 32 != 0)
-      tensor_error(w, "input size " + std::to_string(cols) + " is not a multiple of the group size " + std::to_string(group));
-    expect_shape(w, shape(cols * bits / 32));
-    const auto& biases = index.require(prefix + ".biases");
-    expect_shape(*scales, shape(cols / group));
-    expect_shape(biases, shape(cols / group));
-    format = bits == 4 ? WeightFormat::MLX4 : WeightFormat::MLX8;
-    all_scales = to_floats(*scales);
-    all_biases = to_floats(biases);
-  } else if (w.blocks) {  // GGUF: rows of ggml blocks
-    expect_shape(w, shape(cols));
-    format = *w.blocks;
-  } else {
-    expect_shape(w, shape(cols));
-    switch (w.dtype.value_or(DType::U8)) {
-      case DType::F32: format = WeightFormat::F32; break;
-      case DType::F16: format = WeightFormat::F16; break;
-      case DType::BF16: format = WeightFormat::BF16; break;
-      default:
-        tensor_error(w, "type " + w.type_name + " is not supported (F32, F16, BF16, U32 with MLX scales and biases, " +
-                            "or the GGUF types Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, MXFP4)");
-    }
-  }
-
-  const auto bytes = w.bytes;
-  const int64_t count = stack ? stack : 1;
-  std::vector<Matrix> out(static_cast<size_t>(count));
-  for (int64_t e = 0; e < count; ++e) {
-    Matrix& m = out[static_cast<size_t>(e)];
-    m.name = stack ? name + "[" + std::to_string(e) + "]" : name;
-    m.format = format;
-    m.rows = rows;
-    m.cols = cols;
-    const size_t size = m.row_bytes() * static_cast<size_t>(rows);
-    if (group) {
-      m.group_size = group;
-      const auto per = static_cast<ptrdiff_t>(rows * (cols / group));
-      m.scales.assign(all_scales.begin() + e * per, all_scales.begin() + (e + 1) * per);
-      m.biases.assign(all_biases.begin() + e * per, all_biases.begin() + (e + 1) * per);
-      // Kernels load a whole SIMD vector of scales at a time; padding keeps the last row's in bounds.
-      m.scales.resize(m.scales.size() + kMlxScalePadding, 0.0f);
-      m.biases.resize(m.biases.size() + kMlxScalePadding, 0.0f);
-    }
-    attach_data(m, bytes.subspan(static_cast<size_t>(e) * size, size), element_alignment(format));
-  }
-  return out;
-}
-
-Matrix load_matrix(const TensorIndex& index, const ModelSpec& spec, const std::string& prefix, int64_t rows,
-                   int64_t cols) {
-  return std::move(load_matrices(index, spec, prefix, 0, rows, cols).front());
-}
-
-ExpertWeights gated_expert(Matrix gate, Matrix up, Matrix down) {
-  ExpertWeights e;
-  e.gate = std::move(gate);
-  e.up = std::move(up);
-  e.down = std::move(down);
-  return e;
-}
-
-// gpt-oss's MXFP4 experts as OpenAI ships them: `prefix`_blocks U8 (stack, rows, cols/32, 16) and
-// `prefix`_scales U8 (stack, rows, cols/32), used in place.
-std::vector<Matrix> load_mxfp4_matrices(const TensorIndex& index, const std::string& prefix, int64_t stack,
-                                        int64_t rows, int64_t cols) {
-  const auto& blocks = index.require(prefix + "_blocks");
-  const auto& scales = index.require(prefix + "_scales");
-  if (blocks.dtype != DType::U8 || scales.dtype != DType::U8)
-    tensor_error(blocks, "MXFP4 blocks and scales must be U8");
-  if (cols % 32 != 0) tensor_error(blocks, "input size " + std::to_string(cols) + " is not a multiple of 32");
-  expect_shape(blocks, {stack, rows, cols / 32, 16});
-  expect_shape(scales, {stack, rows, cols / 32});
-  const auto block_bytes = blocks.bytes;
-  const auto scale_bytes = scales.bytes;
-  std::vector<Matrix> out(static_cast<size_t>(stack));
-  for (int64_t e = 0; e < stack; ++e) {
-    Matrix& m = out[static_cast<size_t>(e)];
-    m.name = prefix + "[" + std::to_string(e) + "]";
-    m.format = WeightFormat::MXFP4;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = block_bytes.data() + static_cast<size_t>(e * rows * cols / 2);
-    m.block_exponents = scale_bytes.data() + static_cast<size_t>(e * rows * cols / 32);
-  }
-  return out;
-}
-
-// (stack, size) per-expert bias vectors.
-std::vector<std::vector<float>> load_stacked_vectors(const TensorIndex& index, const std::string& name, int64_t stack,
-                                                     int64_t size) {
-  const auto& e = index.require(name);
-  expect_shape(e, {stack, size});
-  const std::vector<float> all = to_floats(e);
-  std::vector<std::vector<float>> out;
-  for (int64_t i = 0; i < stack; ++i) out.emplace_back(all.begin() + i * size, all.begin() + (i + 1) * size);
-  return out;
-}
-
-// Stacked dense matrices (stack, rows, cols) named without ".weight" (Gemma 4's experts), each
-// used in place.
-std::vector<Matrix> load_stacked_dense(const TensorIndex& index, const std::string& name, int64_t stack, int64_t rows,
-                                       int64_t cols) {
-  const auto& t = index.require(name);
-  expect_shape(t, {stack, rows, cols});
-  WeightFormat format = WeightFormat::BF16;
-  switch (t.dtype.value_or(DType::U8)) {
-    case DType::F32: format = WeightFormat::F32; break;
-    case DType::F16: format = WeightFormat::F16; break;
-    case DType::BF16: format = WeightFormat::BF16; break;
-    default: tensor_error(t, "type " + t.type_name + " is not supported (F32, F16 or BF16)");
-  }
-  const auto bytes = t.bytes;
-  std::vector<Matrix> out(static_cast<size_t>(stack));
-  for (int64_t e = 0; e < stack; ++e) {
-    Matrix& m = out[static_cast<size_t>(e)];
-    m.name = name + "[" + std::to_string(e) + "]";
-    m.format = format;
-    m.rows = rows;
-    m.cols = cols;
-    const size_t size = m.row_bytes() * static_cast<size_t>(rows);
-    attach_data(m, bytes.subspan(static_cast<size_t>(e) * size, size), format == WeightFormat::F32 ? 4 : 2);
-  }
-  return out;
-}
-
-// The first (`first` true) or second half of a matrix's rows, in place.
-Matrix row_half(const Matrix& m, bool first) {
-  Matrix h;
-  h.name = m.name + (first ? "[:half]" : "[half:]");
-  h.format = m.format;
-  h.rows = m.rows / 2;
-  h.cols = m.cols;
-  h.data = m.data + (first ? 0 : static_cast<size_t>(h.rows) * m.row_bytes());
-  return h;
-}
-
-// Gemma 4: experts beside the dense FFN, gate and up the halves of one stacked tensor; the router
-// with its input scale and per-expert scale, and the two branches' norms.
-void load_experts_beside_dense(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
-                               const std::string& p, LayerWeights& l) {
-  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim, count = moe.experts;
-  l.router = load_matrix(index, s, p + n.router_proj, count, d);
-  l.router_scale = load_vector(index, p + n.router_scale, d);
-  l.expert_scale = load_vector(index, p + n.router_expert_scale, count);
-  l.post_dense_norm = load_vector(index, p + n.post_dense_norm + ".weight", d);
-  l.pre_moe_norm = load_vector(index, p + n.pre_moe_norm + ".weight", d);
-  l.post_moe_norm = load_vector(index, p + n.post_moe_norm + ".weight", d);
-  auto gate_up = load_stacked_dense(index, p + n.experts_gate_up_halves, count, 2 * ff, d);
-  auto down = load_stacked_dense(index, p + n.experts_down, count, d, ff);
-  l.experts.resize(static_cast<size_t>(count));
-  for (size_t e = 0; e < l.experts.size(); ++e) {
-    if (!gate_up[e].realigned.empty())  // halves point into the original rows, so keep them in place
-      tensor_error(index.require(p + n.experts_gate_up_halves), "is misaligned in the file");
-    l.experts[e] = gated_expert(row_half(gate_up[e], true), row_half(gate_up[e], false), std::move(down[e]));
-  }
-}
-
-// gpt-oss experts: router with bias; stacked MXFP4 experts, gate and up fused, with biases.
-void load_fused_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
-                        const std::string& p, LayerWeights& l) {
-  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim, count = moe.experts;
-  l.router = load_matrix(index, s, p + n.router, count, d);
-  l.router_bias = load_vector(index, p + n.router + ".bias", count);
-  const std::string gate_up = p + n.stacked_experts + n.expert_gate_up, down = p + n.stacked_experts + n.expert_down;
-  if (!index.find(gate_up + "_blocks")) {
-    if (const auto* dense = index.find(gate_up)) tensor_error(*dense, "dequantized gpt-oss experts are not supported (keel reads the MXFP4 _blocks/_scales form)");
-    index.require(gate_up + "_blocks");
-  }
-  auto gate_ups = load_mxfp4_matrices(index, gate_up, count, 2 * ff, d);
-  auto downs = load_mxfp4_matrices(index, down, count, d, ff);
-  auto gate_up_bias = load_stacked_vectors(index, gate_up + "_bias", count, 2 * ff);
-  auto down_bias = load_stacked_vectors(index, down + "_bias", count, d);
-  l.experts.resize(static_cast<size_t>(count));
-  for (size_t e = 0; e < l.experts.size(); ++e) {
-    ExpertWeights& x = l.experts[e];
-    x.gate_up = std::move(gate_ups[e]);
-    x.down = std::move(downs[e]);
-    x.gate_up_bias = std::move(gate_up_bias[e]);
-    x.down_bias = std::move(down_bias[e]);
-  }
-}
-
-// gpt-oss in GGUF: gate and up stacked apart, each with its (experts, expert_ffn) bias; the router's
-// bias. The two biases are interleaved into gate_up_bias, as the fused layout's rows are.
-void load_stacked_expert_biases(const TensorIndex& index, const MoeSpec& moe, int64_t d, const TensorNames& n,
-                                const std::string& p, LayerWeights& l) {
-  const int64_t ff = moe.expert_ffn_dim, count = moe.experts;
-  const std::string stack = p + n.stacked_experts;
-  l.router_bias = load_vector(index, p + n.router + ".bias", count);
-  auto gate = load_stacked_vectors(index, stack + n.expert_gate + ".bias", count, ff);
-  auto up = load_stacked_vectors(index, stack + n.expert_up + ".bias", count, ff);
-  auto down = load_stacked_vectors(index, stack + n.expert_down + ".bias", count, d);
-  for (size_t e = 0; e < l.experts.size(); ++e) {
-    ExpertWeights& x = l.experts[e];
-    x.gate_up_bias.resize(static_cast<size_t>(2 * ff));
-    for (size_t j = 0; j < static_cast<size_t>(ff); ++j) {
-      x.gate_up_bias[2 * j] = gate[e][j];
-      x.gate_up_bias[2 * j + 1] = up[e][j];
-    }
-    x.down_bias = std::move(down[e]);
-  }
-}
-
-// A mixture-of-experts FFN in either layout: per-expert tensors, or MLX's stacked ones.
-void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
-                  const std::string& p, LayerWeights& l) {
-  if (!n.expert_gate_up.empty()) return load_fused_experts(index, s, moe, n, p, l);
-  if (moe.beside_dense) return load_experts_beside_dense(index, s, moe, n, p, l);
+void load_routed_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
+                         const std::string& p, LayerWeights& l) {
   const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim;
   l.router = load_matrix(index, s, p + n.router, moe.experts, d);
   l.experts.resize(static_cast<size_t>(moe.experts));
@@ -445,7 +137,6 @@ void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& m
     auto down = load_matrices(index, s, p + n.stacked_experts + n.expert_down, moe.experts, d, ff);
     for (size_t e = 0; e < l.experts.size(); ++e)
       l.experts[e] = gated_expert(std::move(gate[e]), std::move(up[e]), std::move(down[e]));
-    if (moe.biases) load_stacked_expert_biases(index, moe, s.hidden_size, n, p, l);
     return;
   }
   for (int64_t e = 0; e < moe.experts; ++e) {
@@ -455,6 +146,8 @@ void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& m
                                                      load_matrix(index, s, x + n.expert_down, d, ff));
   }
 }
+
+namespace {
 
 std::vector<std::filesystem::path> weight_files(const std::filesystem::path& dir) {
   if (auto index_path = dir / kWeightIndexName; std::filesystem::exists(index_path)) {
@@ -478,10 +171,10 @@ void check_quantization(const std::filesystem::path& dir, const MlxQuantization&
 
 // The layer's FFN: dense, experts (with a shared expert), or both (Gemma 4).
 void load_ffn(const TensorIndex& index, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n,
-              const std::string& p, LayerWeights& l) {
+              const FamilyLoading& family, const std::string& p, LayerWeights& l) {
   const int64_t d = s.hidden_size;
   if (ls.moe) {
-    load_experts(index, s, *ls.moe, n, p, l);
+    (family.experts ? family.experts : load_routed_experts)(index, s, *ls.moe, n, p, l);
     if (const int64_t ff = ls.moe->shared_expert_ffn_dim) {
       const std::string x = p + n.shared_expert;
       l.shared_expert = gated_expert(load_matrix(index, s, x + n.expert_gate, ff, d), load_matrix(index, s, x + n.expert_up, ff, d),
@@ -512,7 +205,7 @@ LinearAttentionWeights load_linear_attention(const TensorIndex& index, const Mod
   w.in_ba = load_matrix(index, s, p + "in_proj_ba", 2 * a.value_heads, d);
   const auto& conv = index.require(p + "conv1d.weight");
   // Hugging Face stores (channels, 1, kernel), mlx-lm (channels, kernel, 1): the same values in
-  // the same order (load_tensors undoes mlx-lm's other change, its norms).
+  // the same order (the family's sanitize undoes mlx-lm's other change, its norms).
   if (conv.shape != std::vector<int64_t>{2 * keys + values, a.conv_kernel, 1})
     expect_shape(conv, {2 * keys + values, 1, a.conv_kernel});
   w.conv = to_floats(conv);
@@ -525,7 +218,7 @@ LinearAttentionWeights load_linear_attention(const TensorIndex& index, const Mod
 }
 
 LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n,
-                        int64_t i) {
+                        const FamilyLoading& family, int64_t i) {
   const std::string p = n.layer_prefix + std::to_string(i) + ".";
   const int64_t d = s.hidden_size;
   LayerWeights l;
@@ -537,7 +230,7 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
   }
   if (ls.attention == AttentionKind::Linear) {
     l.linear = load_linear_attention(index, s, *ls.linear, p + n.linear_attn);
-    load_ffn(index, s, ls, n, p, l);
+    load_ffn(index, s, ls, n, family, p, l);
     return l;
   }
   l.wq = load_matrix(index, s, p + n.q, ls.gated_attention ? 2 * ls.q_dim() : ls.q_dim(), d);
@@ -562,7 +255,7 @@ LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const Laye
     expect_shape(e, {1});
     l.layer_scalar = to_floats(e).front();
   }
-  load_ffn(index, s, ls, n, p, l);
+  load_ffn(index, s, ls, n, family, p, l);
   return l;
 }
 
@@ -596,20 +289,9 @@ TensorNames TensorNames::rooted_at(std::string_view root) const {
 
 namespace {
 
-// Whether a Qwen3-Next checkpoint is mlx-lm's conversion: its linear layers' conv weights are
-// (channels, kernel, 1) instead of Hugging Face's (channels, 1, kernel).
-bool converted_by_mlx_lm(const ModelWeights& w, const TensorIndex& index, const TensorNames& names) {
-  for (int64_t i = 0; i < w.spec.num_layers; ++i) {
-    const LayerSpec& ls = w.spec.layers[static_cast<size_t>(i)];
-    if (ls.attention != AttentionKind::Linear || w.spec.norm != NormKind::RmsUnitOffset) continue;
-    const StoredTensor* conv = index.find(names.layer_prefix + std::to_string(i) + "." + names.linear_attn + "conv1d.weight");
-    return conv && ls.linear->conv_kernel > 1 && conv->shape.size() == 3 && conv->shape[2] == 1;
-  }
-  return false;
-}
-
 // The tensors of `index` into `w` (its spec already set), under `given_names` or re-rooted names.
-void load_tensors(ModelWeights& w, const TensorIndex& index, const TensorNames& given_names) {
+void load_tensors(ModelWeights& w, const TensorIndex& index, const TensorNames& given_names,
+                  const FamilyLoading& family) {
   const TensorNames names = find_language_model(index, given_names);
   const ModelSpec& s = w.spec;
   w.embed = load_matrix(index, s, names.embed, s.vocab_size, s.hidden_size);
@@ -620,22 +302,14 @@ void load_tensors(ModelWeights& w, const TensorIndex& index, const TensorNames& 
   }
   w.final_norm = load_vector(index, names.final_norm + ".weight", s.hidden_size);
   for (int64_t i = 0; i < s.num_layers; ++i)
-    w.layers.push_back(load_layer(index, s, s.layers[static_cast<size_t>(i)], names, i));
-  if (converted_by_mlx_lm(w, index, names)) {
-    // mlx-lm stores Qwen3-Next's (1 + w) norms with the one added (its sanitize(), detectable by
-    // the conv's moved axis): take it out again. Exact: a stored v in [1, 2) gives v - 1 and 1 + (v - 1) == v.
-    auto unshift = [](std::vector<float>& v) {
-      for (float& x : v) x -= 1.0f;
-    };
-    unshift(w.final_norm);
-    for (LayerWeights& l : w.layers)
-      for (std::vector<float>* v : {&l.attn_norm, &l.ffn_norm, &l.q_norm, &l.k_norm}) unshift(*v);
-  }
+    w.layers.push_back(load_layer(index, s, s.layers[static_cast<size_t>(i)], names, family, i));
+  if (family.sanitize) family.sanitize(index, names, w);
 }
 
 }  // namespace
 
-ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names) {
+ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names,
+                          const FamilyLoading& family) {
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder");
   if (spec.quantization) check_quantization(dir, *spec.quantization);
   for (const auto& [module, q] : spec.quantization_overrides)
@@ -650,12 +324,12 @@ ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, cons
     w.files.push_back(std::make_unique<SafetensorsFile>(f));
     index.add(*w.files.back());
   }
-  load_tensors(w, index, names);
+  load_tensors(w, index, names, family);
   return w;
 }
 
 ModelWeights load_gguf_weights(std::vector<std::unique_ptr<gguf::File>> files, ModelSpec spec,
-                               const TensorNames& names) {
+                               const TensorNames& names, const FamilyLoading& family) {
   ModelWeights w;
   w.dir = files.front()->path();
   w.spec = std::move(spec);
@@ -663,7 +337,7 @@ ModelWeights load_gguf_weights(std::vector<std::unique_ptr<gguf::File>> files, M
   w.gguf_files = std::move(files);
   TensorIndex index(w.dir);
   for (const auto& f : w.gguf_files) index.add(*f);
-  load_tensors(w, index, names);
+  load_tensors(w, index, names, family);
   return w;
 }
 
