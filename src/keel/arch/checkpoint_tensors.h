@@ -1,7 +1,7 @@
 #pragma once
-// Every tensor a family's checkpoint holds, with its shape, read off the same TensorNames and
-// LayerSpec flags that model/weights.cpp's load_weights() walks, so `keel plan` can size a model
-// from config.json alone and the size agrees with what the loader maps. The list is logical:
+// Every tensor a family's checkpoint holds, with its shape: the loader's own walk
+// (model/tensor_walk.h) run with a visitor that lists instead of binding, so `keel plan` can size a
+// model from config.json alone, `keel synth` writes what the loader reads, and both agree with it. The list is logical:
 // matrices as [rows, cols] (or [stack, rows, cols]) of unquantized elements; how they are stored
 // (bf16, MLX affine, MXFP4) is the planner's business (plan/weight_storage.h).
 //
@@ -34,10 +34,10 @@ struct CheckpointTensor {
   int64_t elements() const;
 };
 
-// The tensors load_weights() reads for `spec` (already refined by its family) under `names`:
-// the embedding, lm_head unless tie_word_embeddings, the final norm and each layer's tensors.
-// `mlx_stacked_experts`: Qwen-style experts stacked under names.stacked_experts as mlx-lm writes
-// them, instead of one module per expert.
+// The tensors load_weights() reads for `spec` (already refined by its family) under `names`, in
+// the order it reads them: the embedding, lm_head unless tie_word_embeddings, the final norm and
+// each layer's tensors. `mlx_stacked_experts`: Qwen-style experts stacked under
+// names.stacked_experts as mlx-lm writes them, instead of one module per expert.
 std::vector<CheckpointTensor> checkpoint_tensors(const ModelSpec& spec, const TensorNames& names,
                                                  bool mlx_stacked_experts = false);
 

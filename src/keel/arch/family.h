@@ -4,9 +4,10 @@
 // registry.cpp lists them; adding a family is that file plus a registry line.
 //
 // A family refines the spec (norm kind, activation, per-layer rope and scales, which layers have
-// bias or q/k norms), names the checkpoint's tensors, and loads the layouts only it has (its
-// experts' layout, an exporter's conversion undone), with model/tensor_binding.h. The forward pass (transformer.h) is built
-// from the shared blocks (blocks.h), each layer choosing its variant from its LayerSpec.
+// bias or q/k norms), names the checkpoint's tensors, and walks the layouts only it has (its
+// experts' layout; an exporter's conversion, undone) within the one walk of model/tensor_walk.h,
+// which both the loader and `keel plan` / `keel synth` run. The forward pass (transformer.h) is
+// built from the shared blocks (blocks.h), each layer choosing its variant from its LayerSpec.
 //
 // Families are immutable globals: safe to use from any thread.
 #include <span>
@@ -15,6 +16,7 @@
 
 #include "keel/model/config_view.h"
 #include "keel/model/model_spec.h"
+#include "keel/model/tensor_walk.h"
 #include "keel/model/weights.h"
 
 namespace keel::arch {

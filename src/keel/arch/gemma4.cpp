@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "keel/arch/family.h"
-#include "keel/model/tensor_binding.h"
+#include "keel/model/tensor_walk.h"
 #include "keel/util/half.h"
 
 namespace keel::arch {
@@ -54,23 +54,20 @@ TensorNames tensor_names() { return kGemma3Text.tensor_names(); }
 
 // The experts beside the dense FFN: gate and up the halves of one stacked tensor; the router with
 // its input scale and per-expert scale, and the two branches' norms.
-void load_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
-                  const std::string& p, LayerWeights& l) {
+void walk_experts(TensorVisitor& t, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n, const std::string& p,
+                  LayerWeights& l) {
   const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim, count = moe.experts;
-  l.router = load_matrix(index, s, p + n.router_proj, count, d);
-  l.router_scale = load_vector(index, p + n.router_scale, d);
-  l.expert_scale = load_vector(index, p + n.router_expert_scale, count);
-  l.post_dense_norm = load_vector(index, p + n.post_dense_norm + ".weight", d);
-  l.pre_moe_norm = load_vector(index, p + n.pre_moe_norm + ".weight", d);
-  l.post_moe_norm = load_vector(index, p + n.post_moe_norm + ".weight", d);
-  auto gate_up = load_stacked_dense(index, p + n.experts_gate_up_halves, count, 2 * ff, d);
-  auto down = load_stacked_dense(index, p + n.experts_down, count, d, ff);
+  l.router = t.matrix(p + n.router_proj, count, d);
+  l.router_scale = t.floats(p + n.router_scale, {d});
+  l.expert_scale = t.floats(p + n.router_expert_scale, {count});
+  l.post_dense_norm = t.floats(p + n.post_dense_norm + ".weight", {d});
+  l.pre_moe_norm = t.floats(p + n.pre_moe_norm + ".weight", {d});
+  l.post_moe_norm = t.floats(p + n.post_moe_norm + ".weight", {d});
+  auto gate_up = t.stacked_dense(p + n.experts_gate_up_halves, count, 2 * ff, d);
+  auto down = t.stacked_dense(p + n.experts_down, count, d, ff);
   l.experts.resize(static_cast<size_t>(count));
-  for (size_t e = 0; e < l.experts.size(); ++e) {
-    if (!gate_up[e].realigned.empty())  // halves point into the original rows, so keep them in place
-      tensor_error(index.require(p + n.experts_gate_up_halves), "is misaligned in the file");
+  for (size_t e = 0; e < gate_up.size(); ++e)
     l.experts[e] = gated_expert(row_half(gate_up[e], true), row_half(gate_up[e], false), std::move(down[e]));
-  }
 }
 
 }  // namespace
@@ -79,6 +76,6 @@ extern const Family kGemma4Text{.model_type = "gemma4_text",
                                  .refine = refine,
                                  .tensor_names = tensor_names,
                                  .mixture_of_experts = true,
-                                 .loading = {.experts = load_experts}};
+                                 .loading = {.experts = walk_experts}};
 
 }  // namespace keel::arch

@@ -47,8 +47,6 @@ std::optional<MlxQuantization> quantization_of(const ModelSpec& spec, const std:
   return spec.quantization;
 }
 
-}  // namespace
-
 [[noreturn]] void tensor_error(const StoredTensor& e, const std::string& what) {
   throw Error(e.file->string() + ": tensor '" + e.name + "': " + what);
 }
@@ -78,12 +76,6 @@ std::vector<float> to_floats(const StoredTensor& e) {
       tensor_error(e, "dtype " + e.type_name + " is not supported here (F32, F16 or BF16)");
   }
   return out;
-}
-
-std::vector<float> load_vector(const TensorIndex& index, const std::string& name, int64_t size) {
-  const auto& e = index.require(name);
-  expect_shape(e, {size});
-  return to_floats(e);
 }
 
 std::vector<Matrix> load_matrices(const TensorIndex& index, const ModelSpec& spec, const std::string& prefix,
@@ -158,19 +150,6 @@ std::vector<Matrix> load_matrices(const TensorIndex& index, const ModelSpec& spe
   return out;
 }
 
-Matrix load_matrix(const TensorIndex& index, const ModelSpec& spec, const std::string& prefix, int64_t rows,
-                   int64_t cols) {
-  return std::move(load_matrices(index, spec, prefix, 0, rows, cols).front());
-}
-
-ExpertWeights gated_expert(Matrix gate, Matrix up, Matrix down) {
-  ExpertWeights e;
-  e.gate = std::move(gate);
-  e.up = std::move(up);
-  e.down = std::move(down);
-  return e;
-}
-
 std::vector<Matrix> load_mxfp4_matrices(const TensorIndex& index, const std::string& prefix, int64_t stack,
                                         int64_t rows, int64_t cols) {
   const auto& blocks = index.require(prefix + "_blocks");
@@ -192,16 +171,6 @@ std::vector<Matrix> load_mxfp4_matrices(const TensorIndex& index, const std::str
     m.data = block_bytes.data() + static_cast<size_t>(e * rows * cols / 2);
     m.block_exponents = scale_bytes.data() + static_cast<size_t>(e * rows * cols / 32);
   }
-  return out;
-}
-
-std::vector<std::vector<float>> load_stacked_vectors(const TensorIndex& index, const std::string& name, int64_t stack,
-                                                     int64_t size) {
-  const auto& e = index.require(name);
-  expect_shape(e, {stack, size});
-  const std::vector<float> all = to_floats(e);
-  std::vector<std::vector<float>> out;
-  for (int64_t i = 0; i < stack; ++i) out.emplace_back(all.begin() + i * size, all.begin() + (i + 1) * size);
   return out;
 }
 
@@ -230,14 +199,40 @@ std::vector<Matrix> load_stacked_dense(const TensorIndex& index, const std::stri
   return out;
 }
 
-Matrix row_half(const Matrix& m, bool first) {
-  Matrix h;
-  h.name = m.name + (first ? "[:half]" : "[half:]");
-  h.format = m.format;
-  h.rows = m.rows / 2;
-  h.cols = m.cols;
-  h.data = m.data + (first ? 0 : static_cast<size_t>(h.rows) * m.row_bytes());
-  return h;
+}  // namespace
+
+Matrix BoundTensors::matrix(const std::string& module, int64_t rows, int64_t cols) {
+  return std::move(load_matrices(index_, spec_, module, 0, rows, cols).front());
 }
+
+std::vector<Matrix> BoundTensors::stacked(const std::string& module, int64_t stack, int64_t rows, int64_t cols) {
+  return load_matrices(index_, spec_, module, stack, rows, cols);
+}
+
+std::vector<Matrix> BoundTensors::stacked_dense(const std::string& name, int64_t stack, int64_t rows, int64_t cols) {
+  return load_stacked_dense(index_, name, stack, rows, cols);
+}
+
+std::vector<Matrix> BoundTensors::stacked_mxfp4(const std::string& module, int64_t stack, int64_t rows, int64_t cols) {
+  if (!index_.find(module + "_blocks"))
+    if (const auto* dense = index_.find(module))
+      tensor_error(*dense, "dequantized MXFP4 experts are not supported (keel reads the _blocks/_scales form)");
+  return load_mxfp4_matrices(index_, module, stack, rows, cols);
+}
+
+std::vector<float> BoundTensors::floats(const std::string& name, const std::vector<int64_t>& shape,
+                                        const std::vector<int64_t>& also) {
+  const auto& e = index_.require(name);
+  if (also.empty() || e.shape != also) expect_shape(e, shape);
+  return to_floats(e);
+}
+
+void BoundTensors::absent(const std::string& name, const std::string& why) {
+  if (const auto* e = index_.find(name)) tensor_error(*e, "is present but " + why);
+}
+
+bool BoundTensors::has_matrix(const std::string& module) { return index_.find(module + ".weight") != nullptr; }
+
+bool BoundTensors::experts_stacked(const std::string& module) { return has_matrix(module); }
 
 }  // namespace keel

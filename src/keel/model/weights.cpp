@@ -9,6 +9,7 @@
 #include "keel/model/active_bytes.h"
 #include "keel/model/tensor_binding.h"
 #include "keel/model/tensor_index.h"
+#include "keel/model/tensor_walk.h"
 #include "keel/model/weight_index.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
@@ -126,25 +127,19 @@ DecodeWeightBytes ModelWeights::decode_bytes() const {
   return decode_weight_bytes(u);
 }
 
-void load_routed_experts(const TensorIndex& index, const ModelSpec& s, const MoeSpec& moe, const TensorNames& n,
-                         const std::string& p, LayerWeights& l) {
-  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim;
-  l.router = load_matrix(index, s, p + n.router, moe.experts, d);
-  l.experts.resize(static_cast<size_t>(moe.experts));
-  if (index.find(p + n.stacked_experts + n.expert_gate + ".weight")) {
-    auto gate = load_matrices(index, s, p + n.stacked_experts + n.expert_gate, moe.experts, ff, d);
-    auto up = load_matrices(index, s, p + n.stacked_experts + n.expert_up, moe.experts, ff, d);
-    auto down = load_matrices(index, s, p + n.stacked_experts + n.expert_down, moe.experts, d, ff);
-    for (size_t e = 0; e < l.experts.size(); ++e)
-      l.experts[e] = gated_expert(std::move(gate[e]), std::move(up[e]), std::move(down[e]));
-    return;
-  }
-  for (int64_t e = 0; e < moe.experts; ++e) {
-    const std::string x = p + n.experts + std::to_string(e) + ".";
-    l.experts[static_cast<size_t>(e)] = gated_expert(load_matrix(index, s, x + n.expert_gate, ff, d),
-                                                     load_matrix(index, s, x + n.expert_up, ff, d),
-                                                     load_matrix(index, s, x + n.expert_down, d, ff));
-  }
+TensorNames TensorNames::rooted_at(std::string_view root) const {
+  constexpr std::string_view plain = "model.";
+  auto reroot = [&](const std::string& name) {
+    return name.starts_with(plain) ? std::string(root) + name.substr(plain.size()) : name;
+  };
+  TensorNames n = *this;
+  n.embed = reroot(embed);
+  n.final_norm = reroot(final_norm);
+  n.layer_prefix = reroot(layer_prefix);
+  // The head sits beside the decoder: "language_model.lm_head" for language_model.model.*.
+  const std::string_view outer = root.substr(0, root.find('.') + 1);
+  if (outer != plain) n.lm_head = std::string(outer) + lm_head;
+  return n;
 }
 
 namespace {
@@ -169,96 +164,6 @@ void check_quantization(const std::filesystem::path& dir, const MlxQuantization&
     throw Error(where + ": quantization group_size " + std::to_string(q.group_size) + " is not supported (32, 64 or 128)");
 }
 
-// The layer's FFN: dense, experts (with a shared expert), or both (Gemma 4).
-void load_ffn(const TensorIndex& index, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n,
-              const FamilyLoading& family, const std::string& p, LayerWeights& l) {
-  const int64_t d = s.hidden_size;
-  if (ls.moe) {
-    (family.experts ? family.experts : load_routed_experts)(index, s, *ls.moe, n, p, l);
-    if (const int64_t ff = ls.moe->shared_expert_ffn_dim) {
-      const std::string x = p + n.shared_expert;
-      l.shared_expert = gated_expert(load_matrix(index, s, x + n.expert_gate, ff, d), load_matrix(index, s, x + n.expert_up, ff, d),
-                                     load_matrix(index, s, x + n.expert_down, d, ff));
-      l.shared_expert_gate = load_matrix(index, s, p + n.shared_expert_gate, 1, d);
-    }
-    if (!ls.moe->beside_dense) return;
-  }
-  l.gate = load_matrix(index, s, p + n.gate, ls.ffn_dim, d);
-  l.up = load_matrix(index, s, p + n.up, ls.ffn_dim, d);
-  l.down = load_matrix(index, s, p + n.down, d, ls.ffn_dim);
-}
-
-// Loads a per-channel vector the spec requires, or refuses one it rules out.
-std::vector<float> vector_if(const TensorIndex& index, bool wanted, const std::string& name, int64_t size,
-                             const std::string& why_not) {
-  if (wanted) return load_vector(index, name, size);
-  if (const auto* e = index.find(name)) tensor_error(*e, "is present but " + why_not);
-  return {};
-}
-
-// A Gated DeltaNet layer's tensors (LinearAttentionWeights).
-LinearAttentionWeights load_linear_attention(const TensorIndex& index, const ModelSpec& s, const LinearAttentionDims& a,
-                                             const std::string& p) {
-  const int64_t d = s.hidden_size, keys = a.key_heads * a.key_head_dim, values = a.value_heads * a.value_head_dim;
-  LinearAttentionWeights w;
-  w.in_qkvz = load_matrix(index, s, p + "in_proj_qkvz", 2 * keys + 2 * values, d);
-  w.in_ba = load_matrix(index, s, p + "in_proj_ba", 2 * a.value_heads, d);
-  const auto& conv = index.require(p + "conv1d.weight");
-  // Hugging Face stores (channels, 1, kernel), mlx-lm (channels, kernel, 1): the same values in
-  // the same order (the family's sanitize undoes mlx-lm's other change, its norms).
-  if (conv.shape != std::vector<int64_t>{2 * keys + values, a.conv_kernel, 1})
-    expect_shape(conv, {2 * keys + values, 1, a.conv_kernel});
-  w.conv = to_floats(conv);
-  w.decay = load_vector(index, p + "A_log", a.value_heads);
-  for (float& v : w.decay) v = -std::exp(v);
-  w.dt_bias = load_vector(index, p + "dt_bias", a.value_heads);
-  w.norm = load_vector(index, p + "norm.weight", a.value_head_dim);
-  w.out = load_matrix(index, s, p + "out_proj", d, values);
-  return w;
-}
-
-LayerWeights load_layer(const TensorIndex& index, const ModelSpec& s, const LayerSpec& ls, const TensorNames& n,
-                        const FamilyLoading& family, int64_t i) {
-  const std::string p = n.layer_prefix + std::to_string(i) + ".";
-  const int64_t d = s.hidden_size;
-  LayerWeights l;
-  l.attn_norm = load_vector(index, p + n.attn_norm + ".weight", d);
-  l.ffn_norm = load_vector(index, p + n.ffn_norm + ".weight", d);
-  if (ls.sandwich_norms) {
-    l.post_attn_norm = load_vector(index, p + n.post_attn_norm + ".weight", d);
-    l.post_ffn_norm = load_vector(index, p + n.post_ffn_norm + ".weight", d);
-  }
-  if (ls.attention == AttentionKind::Linear) {
-    l.linear = load_linear_attention(index, s, *ls.linear, p + n.linear_attn);
-    load_ffn(index, s, ls, n, family, p, l);
-    return l;
-  }
-  l.wq = load_matrix(index, s, p + n.q, ls.gated_attention ? 2 * ls.q_dim() : ls.q_dim(), d);
-  l.wk = load_matrix(index, s, p + n.k, ls.kv_dim(), d);
-  if (ls.values_are_keys) {
-    if (const auto* e = index.find(p + n.v + ".weight")) tensor_error(*e, "is present but config.json says attention_k_eq_v");
-  } else {
-    l.wv = load_matrix(index, s, p + n.v, ls.kv_dim(), d);
-  }
-  l.wo = load_matrix(index, s, p + n.o, d, ls.q_dim());
-  const std::string no_bias = "config.json declares no attention bias for this architecture";
-  l.bq = vector_if(index, ls.qkv_bias, p + n.q + ".bias", ls.q_dim(), no_bias);
-  l.bk = vector_if(index, ls.qkv_bias, p + n.k + ".bias", ls.kv_dim(), no_bias);
-  l.bv = vector_if(index, ls.qkv_bias, p + n.v + ".bias", ls.kv_dim(), no_bias);
-  l.bo = vector_if(index, ls.o_bias, p + n.o + ".bias", d, "this architecture has no output-projection bias");
-  const std::string no_qk = "this architecture has no q/k norm";
-  l.q_norm = vector_if(index, ls.qk_norm, p + n.q_norm + ".weight", ls.head_dim, no_qk);
-  l.k_norm = vector_if(index, ls.qk_norm, p + n.k_norm + ".weight", ls.head_dim, no_qk);
-  l.sinks = vector_if(index, ls.attention_sinks, p + n.attention_sinks, ls.num_heads, "this architecture has no attention sinks");
-  if (ls.layer_scalar) {
-    const auto& e = index.require(p + n.layer_scalar);
-    expect_shape(e, {1});
-    l.layer_scalar = to_floats(e).front();
-  }
-  load_ffn(index, s, ls, n, family, p, l);
-  return l;
-}
-
 // `names` as given when the folder has their embedding, else re-rooted where it has one; as given
 // when none matches, so the error names the tensor the family expects.
 TensorNames find_language_model(const TensorIndex& index, const TensorNames& names) {
@@ -270,39 +175,12 @@ TensorNames find_language_model(const TensorIndex& index, const TensorNames& nam
   return names;
 }
 
-}  // namespace
-
-TensorNames TensorNames::rooted_at(std::string_view root) const {
-  constexpr std::string_view plain = "model.";
-  auto reroot = [&](const std::string& name) {
-    return name.starts_with(plain) ? std::string(root) + name.substr(plain.size()) : name;
-  };
-  TensorNames n = *this;
-  n.embed = reroot(embed);
-  n.final_norm = reroot(final_norm);
-  n.layer_prefix = reroot(layer_prefix);
-  // The head sits beside the decoder: "language_model.lm_head" for language_model.model.*.
-  const std::string_view outer = root.substr(0, root.find('.') + 1);
-  if (outer != plain) n.lm_head = std::string(outer) + lm_head;
-  return n;
-}
-
-namespace {
-
 // The tensors of `index` into `w` (its spec already set), under `given_names` or re-rooted names.
 void load_tensors(ModelWeights& w, const TensorIndex& index, const TensorNames& given_names,
                   const FamilyLoading& family) {
   const TensorNames names = find_language_model(index, given_names);
-  const ModelSpec& s = w.spec;
-  w.embed = load_matrix(index, s, names.embed, s.vocab_size, s.hidden_size);
-  if (index.find(names.lm_head + ".weight")) {
-    w.lm_head = load_matrix(index, s, names.lm_head, s.vocab_size, s.hidden_size);
-  } else if (!s.tie_word_embeddings) {
-    throw Error(index.where().string() + ": tensor '" + names.lm_head + ".weight' is missing and tie_word_embeddings is false");
-  }
-  w.final_norm = load_vector(index, names.final_norm + ".weight", s.hidden_size);
-  for (int64_t i = 0; i < s.num_layers; ++i)
-    w.layers.push_back(load_layer(index, s, s.layers[static_cast<size_t>(i)], names, family, i));
+  BoundTensors bound(index, w.spec);
+  walk_tensors(bound, w.spec, names, family, w);
   if (family.sanitize) family.sanitize(index, names, w);
 }
 

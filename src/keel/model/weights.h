@@ -7,7 +7,7 @@
 // which tensors the files happen to hold: a tensor the spec needs and the files lack, or one the
 // files hold that the spec rules out, is an error naming it. Where each tensor is named is the
 // architecture family's business (arch/): it passes its TensorNames, and its FamilyLoading for the
-// layouts only it has. This file walks the layers; model/tensor_binding.h binds each tensor.
+// layouts only it has. model/tensor_walk.h walks the tensors; model/tensor_binding.h binds each.
 //
 // Loaded once, then read-only: safe to read from any thread. Move-only (matrices may own their bytes).
 #include <cstdint>
@@ -196,37 +196,19 @@ struct ModelWeights {
   DecodeWeightBytes decode_bytes() const;
 };
 
-class TensorIndex;
-
-// What a family loads or converts its own way: its family file in arch/ fills this, so that model/
-// stays generic. Either may be left empty.
-struct FamilyLoading {
-  // An MoE layer's router and experts, for a family whose layout is its own; `layer` is the layer's
-  // tensor prefix ("model.layers.3."). Empty: load_routed_experts.
-  void (*experts)(const TensorIndex& index, const ModelSpec& spec, const MoeSpec& moe, const TensorNames& names,
-                  const std::string& layer, LayerWeights& out) = nullptr;
-  // Runs once every tensor is bound, with the names they were found under: conversions of one
-  // exporter's layout back to the reference's (mlx-lm's sanitize(), undone).
-  void (*sanitize)(const TensorIndex& index, const TensorNames& names, ModelWeights& w) = nullptr;
-};
-
-// The usual MoE layout: the router (`names.router`), then each expert's gate, up and down, per
-// expert (`names.experts` + e) or stacked with a leading expert dimension as MLX and GGUF files
-// hold them (`names.stacked_experts`).
-void load_routed_experts(const TensorIndex& index, const ModelSpec& spec, const MoeSpec& moe, const TensorNames& names,
-                         const std::string& layer, LayerWeights& out);
+struct FamilyLoading;  // model/tensor_walk.h
 
 // Loads the weights of a model described by `spec` (model.safetensors or the shards of
 // model.safetensors.index.json) from a Hugging Face model folder, finding each tensor under
 // `names`, or under `names` re-rooted at one of kMultimodalRoots. Use arch::load_model() to read the spec too. Throws keel::Error naming the file and
 // tensor for anything missing, unexpected, truncated, misshapen or of an unsupported dtype.
 ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names,
-                          const FamilyLoading& family = {});
+                          const FamilyLoading& family);
 
 // The same from the mapped files of one GGUF model (the shards of a split one, in order), whose
 // tensors `names` names in ggml's scheme (blk.N.attn_q, ...). `spec` comes from the files'
 // metadata (arch/gguf_model.h) and carries the eos ids.
 ModelWeights load_gguf_weights(std::vector<std::unique_ptr<gguf::File>> files, ModelSpec spec,
-                               const TensorNames& names, const FamilyLoading& family = {});
+                               const TensorNames& names, const FamilyLoading& family);
 
 }  // namespace keel
