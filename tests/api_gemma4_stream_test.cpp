@@ -72,11 +72,9 @@ ServedModel& gemma_model() {
         << json{{"bos_token", "<bos>"}, {"eos_token", "<turn|>"}, {"tokenizer_class", "PreTrainedTokenizerFast"}}.dump(2);
     std::ofstream(out / "generation_config.json")
         << json{{"bos_token_id", ids.at("<bos>")}, {"eos_token_id", json::array({ids.at("<turn|>")})}}.dump(2);
-    ServedModelOptions o;
-    o.dir = out;
-    o.threads = 1;  // its matmuls are too small to share; one thread is faster
-    return o;
-  }());
+    return arch::resolve_model(out);
+  }(),
+  ServedModelOptions{.threads = 1});  // its matmuls are too small to share; one thread is faster
   return model;
 }
 

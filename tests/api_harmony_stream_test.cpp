@@ -34,12 +34,10 @@ ServedModel& harmony_model() {
       std::filesystem::copy_file(src / f, dir.path() / f);
     write_tokenizer_with_specials(src / "tokenizer.json", dir.path() / "tokenizer.json",
                                   {{"<tool_call>", "<|call|>"}, {"</tool_call>", "<|return|>"}});
-    ServedModelOptions o;
-    o.dir = dir.path();
-    o.threads = 1;  // its matmuls are too small to share; one thread is faster
-    o.tool_call_format = toolcall::ToolCallFormat::Harmony;
-    return o;
-  }());
+    return arch::resolve_model(dir.path());
+  }(),
+  // Its matmuls are too small to share; one thread is faster.
+  ServedModelOptions{.threads = 1, .tool_call_format = toolcall::ToolCallFormat::Harmony});
   return model;
 }
 

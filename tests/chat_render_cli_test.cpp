@@ -40,6 +40,8 @@ TEST(ChatRenderCli, PrintsPromptAndRoles) {
   EXPECT_NE(roles.output.find("tool_call   \"{\\\"command\\\": \\\"ls /tmp\\\"}\""), std::string::npos) << roles.output;
   EXPECT_TRUE(roles.output.ends_with("<|im_start|>assistant\\n\"\n")) << roles.output;  // the generation prompt
 
+  // A model folder without a chat template.
+  std::filesystem::copy_file(keel::test::shared_dir() / "models/tiny-toolcaller/config.json", dir.path() / "config.json");
   auto missing = keel::test::run_command(keel::test::keel_binary().string() + " render --model " +
                                          dir.path().string() + " --messages " + (dir.path() / "messages.json").string());
   EXPECT_EQ(missing.exit_code, 1);

@@ -50,11 +50,8 @@ ServedModel& load(const Family& f) {
     for (const char* file : {"config.json", "generation_config.json", "model.safetensors", "tokenizer_config.json"})
       std::filesystem::copy_file(src / file, dir->path() / file);
     write_tokenizer_with_specials(src / "tokenizer.json", dir->path() / "tokenizer.json", f.renamed);
-    ServedModelOptions o;
-    o.dir = dir->path();
-    o.threads = 1;
-    o.tool_call_format = f.format;
-    model = std::make_unique<ServedModel>(o);
+    model = std::make_unique<ServedModel>(arch::resolve_model(dir->path()),
+                                          ServedModelOptions{.threads = 1, .tool_call_format = f.format});
   }
   return *model;
 }

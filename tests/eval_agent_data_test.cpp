@@ -19,10 +19,8 @@ using json = nlohmann::ordered_json;
 ServedModel& tiny() {
   static std::unique_ptr<ServedModel> m;
   if (!m) {
-    ServedModelOptions o;
-    o.dir = test::source_dir() / "models" / "tiny-toolcaller";
-    o.threads = 2;
-    m = std::make_unique<ServedModel>(o);
+    m = std::make_unique<ServedModel>(arch::resolve_model(test::source_dir() / "models" / "tiny-toolcaller"),
+                                      ServedModelOptions{.threads = 2});
   }
   return *m;
 }

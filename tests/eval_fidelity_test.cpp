@@ -20,10 +20,8 @@ ServedModel& model(const std::string& name) {
   static std::map<std::string, std::unique_ptr<ServedModel>> models;
   auto& m = models[name];
   if (!m) {
-    ServedModelOptions o;
-    o.dir = name == "tiny-toolcaller" ? test::source_dir() / "models" / name : test::shared_dir() / "models" / name;
-    o.threads = 2;
-    m = std::make_unique<ServedModel>(o);
+    const auto dir = name == "tiny-toolcaller" ? test::source_dir() / "models" / name : test::shared_dir() / "models" / name;
+    m = std::make_unique<ServedModel>(arch::resolve_model(dir), ServedModelOptions{.threads = 2});
   }
   return *m;
 }

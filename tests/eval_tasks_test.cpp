@@ -119,10 +119,7 @@ TEST(EvalTaskSuite, ShippedSuiteHasFortyCasesOverCodingAndApiTools) {
 }
 
 TEST(EvalTaskRunner, FullArmHasNoFlipsAndReuseMatchesFreshCaches) {
-  ServedModelOptions o;
-  o.dir = test::source_dir() / "models" / "tiny-toolcaller";
-  o.threads = 2;
-  ServedModel model(o);
+  ServedModel model(arch::resolve_model(test::source_dir() / "models" / "tiny-toolcaller"), ServedModelOptions{.threads = 2});
   const TaskSuite s = suite_from(kSuite);
   TaskOptions t;
   t.runs = 2;

@@ -7,6 +7,7 @@
 
 #include "keel/model/gguf_file.h"
 #include "keel/model/gguf_writer.h"
+#include "keel/model/model_files.h"
 #include "keel/util/error.h"
 #include "test_support.h"
 
@@ -233,21 +234,30 @@ TEST(GgufFile, ReadsTheFixtureFiles) {
 
 TEST(GgufFile, SplitModelsListEveryShardAndNameAMissingOne) {
   test::TempDir dir;
-  for (int i = 1; i <= 3; ++i) small_file().write(dir.path() / ("m-0000" + std::to_string(i) + "-of-00003.gguf"));
-  const auto shards = gguf::shard_paths(dir.path() / "m-00002-of-00003.gguf");
-  ASSERT_EQ(shards.size(), 3u);
-  EXPECT_EQ(shards.front().filename(), "m-00001-of-00003.gguf");
-  EXPECT_EQ(gguf::find_gguf_model(dir.path())->filename(), "m-00001-of-00003.gguf");
+  for (int i = 1; i <= 3; ++i) {
+    gguf::Writer w = small_file();
+    w.set_uint32("split.no", static_cast<uint32_t>(i - 1));
+    w.set_uint32("split.count", 3);
+    w.write(dir.path() / ("m-0000" + std::to_string(i) + "-of-00003.gguf"));
+  }
+  // Named by any shard, or by the folder: every shard, in order.
+  for (const auto& named : {dir.path() / "m-00002-of-00003.gguf", dir.path()}) {
+    const ModelFiles files = find_model_files(named);
+    ASSERT_EQ(files.gguf.size(), 3u);
+    EXPECT_EQ(files.path.filename(), "m-00001-of-00003.gguf");
+    EXPECT_EQ(files.gguf.back()->path().filename(), "m-00003-of-00003.gguf");
+    EXPECT_TRUE(files.config_json.empty());
+  }
   std::filesystem::remove(dir.path() / "m-00003-of-00003.gguf");
   try {
-    gguf::shard_paths(dir.path() / "m-00001-of-00003.gguf");
+    find_model_files(dir.path() / "m-00001-of-00003.gguf");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing shard 3 of 3"), std::string::npos) << e.what();
   }
   small_file().write(dir.path() / "other.gguf");
   try {
-    gguf::find_gguf_model(dir.path());
+    find_model_files(dir.path());
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("holds several GGUF models"), std::string::npos) << e.what();

@@ -92,14 +92,12 @@ void expect_same_shape(const ModelSpec& g, const ModelSpec& h) {
 
 TEST(GgufModel, MetadataFillsTheSpecConfigJsonDoes) {
   {
-    gguf::File f(shared("models/gguf/tiny-toolcaller-Q8_0.gguf"));
-    const ModelSpec g = arch::gguf_runnable_spec(f);
+    const ModelSpec g = arch::runnable_spec(arch::resolve_model(shared("models/gguf/tiny-toolcaller-Q8_0.gguf")));
     const ModelSpec h = arch::runnable_spec(ConfigView::load(shared("models/tiny-toolcaller/config.json")));
     expect_same_shape(g, h);
   }
   {
-    gguf::File f(shared("models/gguf/tiny-gptoss-random-MXFP4.gguf"));
-    const ModelSpec g = arch::gguf_runnable_spec(f);
+    const ModelSpec g = arch::runnable_spec(arch::resolve_model(shared("models/gguf/tiny-gptoss-random-MXFP4.gguf")));
     const ModelSpec h = arch::runnable_spec(ConfigView::load(shared("models/tiny-gptoss-random/config.json")));
     expect_same_shape(g, h);
     // The one difference GGUF cannot express: llama.cpp always rounds YaRN's correction range.
@@ -237,18 +235,18 @@ TEST(GgufModel, RopeFreqsAreLlama31sScalingAsATensor) {
 
 TEST(GgufModel, KvDiskIdentityTellsGgufFilesApart) {
   // The disk tier keys blocks by the weights as stored: two quantizations of one model differ.
-  const uint64_t q8 = kv::kv_model_identity(shared("models/gguf/tiny-toolcaller-Q8_0.gguf"));
-  EXPECT_EQ(q8, kv::kv_model_identity(shared("models/gguf/tiny-toolcaller-Q8_0.gguf")));
-  EXPECT_NE(q8, kv::kv_model_identity(shared("models/gguf/tiny-toolcaller-Q4_K_M.gguf")));
-  EXPECT_NE(q8, kv::kv_model_identity(shared("models/tiny-toolcaller")));
+  const auto identity = [](const char* model) { return kv::kv_model_identity(find_model_files(shared(model))); };
+  const uint64_t q8 = identity("models/gguf/tiny-toolcaller-Q8_0.gguf");
+  EXPECT_EQ(q8, identity("models/gguf/tiny-toolcaller-Q8_0.gguf"));
+  EXPECT_NE(q8, identity("models/gguf/tiny-toolcaller-Q4_K_M.gguf"));
+  EXPECT_NE(q8, identity("models/tiny-toolcaller"));
 }
 
 TEST(GgufModel, PlanCountsTheFilesTensorsAndReadsItsTemplate) {
   const auto path = shared("models/gguf/tiny-toolcaller-Q4_K_M.gguf");
   plan::PlanRequest r;
-  r.model = path;
   r.context = 4096;
-  const plan::Plan p = plan::plan_model(r);
+  const plan::Plan p = plan::plan_model(arch::resolve_model(path), r);
   uint64_t tensor_bytes = 0;
   const gguf::File file(path);  // named: a temporary's tensors would be gone before the loop ran
   for (const auto& t : file.header().tensors) tensor_bytes += t.bytes;
@@ -258,8 +256,7 @@ TEST(GgufModel, PlanCountsTheFilesTensorsAndReadsItsTemplate) {
   EXPECT_TRUE(p.gates.tool_calls_usable());
   EXPECT_EQ(p.layout.groups.size(), 1u);
 
-  r.model = shared("models/gguf/tiny-gptoss-random-MXFP4.gguf");
-  const plan::Plan moe = plan::plan_model(r);
+  const plan::Plan moe = plan::plan_model(arch::resolve_model(shared("models/gguf/tiny-gptoss-random-MXFP4.gguf")), r);
   ASSERT_TRUE(moe.active.active_bytes.has_value());
   EXPECT_LT(*moe.active.active_bytes, *moe.weight_bytes);  // 2 of 8 experts per token
   EXPECT_EQ(moe.active.moe_layers, 4);

@@ -31,6 +31,8 @@ namespace fs = std::filesystem;
 using reuse::add_random_turns, reuse::Conversation, reuse::fresh_logits, reuse::kBudget, reuse::policies, reuse::run_rest,
     reuse::same_bits;
 
+uint64_t model_identity(const fs::path& model) { return kv_model_identity(find_model_files(model)); }
+
 struct Model {
   explicit Model(const char* name)
       : dir(test::shared_dir() / "models" / name), weights(arch::load_model(dir)), model(weights, pool) {}
@@ -93,7 +95,7 @@ const char* const kModels[] = {"tiny-toolcaller", "tiny-gemma3-random", "tiny-gp
 TEST(KvDiskTier, RestartReusesBlocksBitIdenticalToFreshPrefill) {
   for (const char* name : kModels) {
     Model m(name);
-    const uint64_t identity = kv_model_identity(m.dir);
+    const uint64_t identity = model_identity(m.dir);
     std::mt19937 rng(11);
     for (const KvPolicy& policy : policies()) {
       SCOPED_TRACE(std::string(name) + " / " + policy.describe());
@@ -142,7 +144,7 @@ TEST(KvDiskTier, RestartReusesBlocksBitIdenticalToFreshPrefill) {
 // blocks are not written when published; eviction and the pool's destructor write them instead.
 TEST(KvDiskTier, EvictedBlocksComeBackFromDiskWithinTheBudget) {
   Model m("tiny-toolcaller");
-  const uint64_t identity = kv_model_identity(m.dir);
+  const uint64_t identity = model_identity(m.dir);
   for (const KvPolicy& policy : {KvPolicy::parse("full"), KvPolicy::parse("protect").with_recent(32)}) {
     SCOPED_TRACE(policy.describe());
     test::TempDir dir;
@@ -176,7 +178,7 @@ TEST(KvDiskTier, EvictedBlocksComeBackFromDiskWithinTheBudget) {
 // more than one batch comes back whole, and exactly.
 TEST(KvDiskTier, ARestartReadsMoreThanOneBatch) {
   Model m("tiny-toolcaller");
-  const uint64_t identity = kv_model_identity(m.dir);
+  const uint64_t identity = model_identity(m.dir);
   const KvPolicy policy = KvPolicy::parse("protect").with_recent(32);
   test::TempDir dir;
   std::mt19937 rng(13);
@@ -205,7 +207,7 @@ enum class Damage { FlipPayload, FlipHeader, Truncate, Empty, OtherModel };
 // is written again.
 TEST(KvDiskTier, DamagedFilesAreDetectedCountedAndRecomputed) {
   Model m("tiny-toolcaller");
-  const uint64_t identity = kv_model_identity(m.dir);
+  const uint64_t identity = model_identity(m.dir);
   const KvPolicy policy = KvPolicy::parse("full");
   std::mt19937 rng(7);
   Conversation a;
@@ -287,10 +289,10 @@ TEST(KvDiskTier, AnotherModelOrPolicyNeverHits) {
     f.seekp(static_cast<std::streamoff>(8 + header));
     f.write(&c, 1);
   }
-  const uint64_t identity = kv_model_identity(m.dir);
-  EXPECT_EQ(kv_model_identity(same), identity);
-  EXPECT_NE(kv_model_identity(changed), identity);
-  EXPECT_NE(kv_model_identity(test::shared_dir() / "models" / "tiny-qwen3-random"), identity);
+  const uint64_t identity = model_identity(m.dir);
+  EXPECT_EQ(model_identity(same), identity);
+  EXPECT_NE(model_identity(changed), identity);
+  EXPECT_NE(model_identity(test::shared_dir() / "models" / "tiny-qwen3-random"), identity);
 
   const KvPolicy full = KvPolicy::parse("full");
   test::TempDir dir;
@@ -308,7 +310,7 @@ TEST(KvDiskTier, AnotherModelOrPolicyNeverHits) {
     KvPolicy policy;
     bool rotate;
   };
-  for (const Other& o : {Other{kv_model_identity(changed), full, true}, Other{identity, KvPolicy::parse("int8"), true},
+  for (const Other& o : {Other{model_identity(changed), full, true}, Other{identity, KvPolicy::parse("int8"), true},
                          Other{identity, full, false}}) {
     KvPool pool(m.weights.spec, kBudget, o.policy, o.rotate, 0, disk_at(dir.path(), o.identity));
     auto seq = pool.open(a.ids, a.roles);
@@ -318,7 +320,7 @@ TEST(KvDiskTier, AnotherModelOrPolicyNeverHits) {
     EXPECT_EQ(s.disk.mismatched + s.disk.corrupt, 0);  // it never even opened the other's files
     EXPECT_EQ(s.disk.files, 6);                         // but counts them against the folder's cap
   }
-  KvPool pool(m.weights.spec, kBudget, full, true, 0, disk_at(dir.path(), kv_model_identity(same)));
+  KvPool pool(m.weights.spec, kBudget, full, true, 0, disk_at(dir.path(), model_identity(same)));
   EXPECT_EQ(pool.open(a.ids, a.roles)->size(), 96);
 }
 

@@ -25,10 +25,9 @@ json read_json(const fs::path& p) { return json::parse(std::ifstream(p)); }
 
 plan::Plan plan_for(const fs::path& model) {
   plan::PlanRequest r;
-  r.model = model;
   r.memory_gib = 64;
   r.context = 4096;
-  return plan::plan_model(r);
+  return plan::plan_model(keel::arch::resolve_model(model), r);
 }
 
 uint64_t u(const json& j) { return j.get<uint64_t>(); }

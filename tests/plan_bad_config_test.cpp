@@ -24,9 +24,8 @@ std::string plan_error(const std::string& config_text) {
   std::ofstream(dir.path() / "config.json") << config_text;
   try {
     plan::PlanRequest r;
-    r.model = dir.path();
     r.memory_gib = 64;
-    plan::plan_model(r);
+    plan::plan_model(keel::arch::resolve_model(dir.path()), r);
   } catch (const keel::Error& e) {
     return e.what();
   }
@@ -118,10 +117,9 @@ TEST(PlanBadConfig, NoMaximumContextAsksForOne) {
 TEST(PlanBadConfig, FolderWithoutConfig) {
   keel::test::TempDir dir;
   plan::PlanRequest r;
-  r.model = dir.path();
   r.memory_gib = 8;
   try {
-    plan::plan_model(r);
+    plan::plan_model(keel::arch::resolve_model(dir.path()), r);
     FAIL();
   } catch (const keel::Error& e) {
     EXPECT_NE(std::string(e.what()).find("no config.json in this folder"), std::string::npos);
@@ -133,10 +131,9 @@ TEST(PlanBadConfig, BrokenIndexIsNamed) {
   std::ofstream(dir.path() / "config.json") << read_fixture("Qwen3-8B").dump();
   std::ofstream(dir.path() / "model.safetensors.index.json") << R"({"metadata": {"total_size": 10}})";
   plan::PlanRequest r;
-  r.model = dir.path();
   r.memory_gib = 8;
   try {
-    plan::plan_model(r);
+    plan::plan_model(keel::arch::resolve_model(dir.path()), r);
     FAIL();
   } catch (const keel::Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.safetensors.index.json: missing key 'weight_map'"), std::string::npos)

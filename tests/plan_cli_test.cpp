@@ -91,7 +91,7 @@ TEST(PlanCli, DefaultCeilingSaysWhereItCameFrom) {
 TEST(PlanCli, ErrorsNameTheProblem) {
   auto r = keel_plan("/nonexistent/model");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("no such model folder or config file"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no such model folder or file"), std::string::npos) << r.output;
   r = keel_plan(config("Qwen3-8B") + " --kv-policy fp8");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("unknown KV policy 'fp8'"), std::string::npos) << r.output;

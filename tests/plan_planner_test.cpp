@@ -2,7 +2,8 @@
 // the recommendation, and the refusal serve will give.
 #include <gtest/gtest.h>
 
-#include "keel/engine/model_text.h"
+#include "keel/arch/model_source.h"
+#include "keel/engine/served_model.h"
 #include "keel/model/gguf_file.h"
 #include "keel/model/gguf_writer.h"
 #include "keel/plan/kv_bytes.h"
@@ -21,11 +22,10 @@ namespace {
 plan::Plan plan_for(const std::string& config, double memory_gib, std::optional<int64_t> context = std::nullopt,
                     KvPreset policy = KvPreset::Auto) {
   plan::PlanRequest r;
-  r.model = keel::test::shared_dir() / "fixtures/configs" / config;
   r.memory_gib = memory_gib;
   r.context = context;
   r.policy = policy;
-  return plan::plan_model(r);
+  return plan::plan_model(keel::arch::resolve_model(keel::test::shared_dir() / "fixtures/configs" / config), r);
 }
 
 constexpr uint64_t kGiB = 1ull << 30;
@@ -144,10 +144,11 @@ TEST(PlanPlanner, ContextBeyondTheModelMaximumIsFlagged) {
 
 TEST(PlanPlanner, ChatTemplateGivenOnTheSide) {
   plan::PlanRequest r;
-  r.model = keel::test::shared_dir() / "fixtures/configs/gpt-oss-20b/config.json";  // a config file works too
   r.memory_gib = 32;
   r.chat_template = keel::test::shared_dir() / "fixtures/chat_templates/openai-gpt-oss-120b.jinja";
-  auto p = plan::plan_model(r);
+  // A config file works too.
+  const auto model = keel::arch::resolve_model(keel::test::shared_dir() / "fixtures/configs/gpt-oss-20b/config.json");
+  auto p = plan::plan_model(model, r);
   ASSERT_TRUE(p.gates.template_source.has_value());
   EXPECT_EQ(p.gates.tool_calls.name, "harmony");
   EXPECT_TRUE(p.gates.tool_calls_usable());
@@ -158,9 +159,8 @@ TEST(PlanPlanner, ChatTemplateGivenOnTheSide) {
 
 TEST(PlanPlanner, TinyToolcallerFolderIsComplete) {
   plan::PlanRequest r;
-  r.model = keel::test::shared_dir() / "models/tiny-toolcaller";
   r.memory_gib = 1;
-  auto p = plan::plan_model(r);
+  auto p = plan::plan_model(keel::arch::resolve_model(keel::test::shared_dir() / "models/tiny-toolcaller"), r);
   EXPECT_EQ(p.weights.bytes, 6757376u);
   EXPECT_EQ(p.gates.template_source, "tokenizer_config.json");
   EXPECT_EQ(p.gates.tool_calls.name, "hermes");
@@ -171,7 +171,7 @@ TEST(PlanPlanner, TinyToolcallerFolderIsComplete) {
 
 // keel plan and keel serve read the same chat template from a GGUF file, so they name the same
 // tool-call format: on every GGUF fixture, and on one whose tool_use variant differs from its
-// default template (serve renders with the variant when tools are offered).
+// default template (serve renders every request with the variant).
 TEST(PlanPlanner, PlanAndServeReadTheSameTemplateFromEveryGguf) {
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(keel::test::shared_dir() / "models/gguf"))
@@ -198,24 +198,21 @@ TEST(PlanPlanner, PlanAndServeReadTheSameTemplateFromEveryGguf) {
 
   for (const auto& file : files) {
     SCOPED_TRACE(file.filename().string());
+    const keel::arch::ModelSource model = keel::arch::resolve_model(file);
     plan::PlanRequest r;
-    r.model = file;
     r.memory_gib = 1;
-    const auto p = plan::plan_model(r);
-    std::optional<keel::chat::ChatTemplateSource> served;
+    const auto p = plan::plan_model(model, r);
+    std::unique_ptr<keel::ServedModel> served;
     try {
-      served = keel::load_model_chat_template(file, /*want_tools=*/true);
-    } catch (const keel::Error&) {
-      EXPECT_FALSE(p.gates.template_source.has_value()) << "serve finds no template, plan finds one";  // serve refuses it
+      served = std::make_unique<keel::ServedModel>(model, keel::ServedModelOptions{.threads = 1});
+    } catch (const keel::Error& e) {
+      EXPECT_FALSE(p.gates.template_source.has_value()) << "serve refuses the model, plan finds a template: " << e.what();
       continue;
     }
-    EXPECT_EQ(p.gates.template_source, served->origin);
-    EXPECT_EQ(p.gates.tool_calls.format, keel::toolcall::detect_tool_call_format(served->source).format);
+    EXPECT_EQ(p.gates.template_source, model.require_chat_template().origin);
+    EXPECT_EQ(p.gates.tool_calls.format, served->tool_call_format().format);
+    if (file == files.back()) EXPECT_EQ(served->tool_call_format().name, std::string("hermes"));
   }
-  EXPECT_EQ(keel::toolcall::tool_call_format_info(
-                keel::toolcall::detect_tool_call_format(keel::load_model_chat_template(files.back(), true).source).format)
-                .name,
-            std::string("hermes"));
 }
 
 TEST(PlanMemoryCeiling, FromMeminfoAndCgroup) {

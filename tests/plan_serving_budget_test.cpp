@@ -12,16 +12,20 @@
 namespace keel::plan {
 namespace {
 
+const arch::ModelSource& tiny_model() {
+  static const arch::ModelSource model = arch::resolve_model(test::source_dir() / "models/tiny-toolcaller");
+  return model;
+}
+
 ServingRequest tiny(double memory_gib) {
   ServingRequest r;
-  r.plan.model = test::source_dir() / "models/tiny-toolcaller";
   r.plan.memory_gib = memory_gib;
   return r;
 }
 
 std::string refusal(const ServingRequest& r) {
   try {
-    serving_budget(r);
+    serving_budget(tiny_model(), r);
   } catch (const Error& e) {
     return e.what();
   }
@@ -29,7 +33,7 @@ std::string refusal(const ServingRequest& r) {
 }
 
 TEST(PlanServingBudget, AutoTakesFullPrecisionAndAPoolOfOneFullContext) {
-  const ServingBudget b = serving_budget(tiny(1));
+  const ServingBudget b = serving_budget(tiny_model(), tiny(1));
   EXPECT_EQ(b.plan.context, kDefaultServeContext);  // the model's 32,768
   EXPECT_EQ(b.policy.describe(), kv::KvPolicy().describe());
   EXPECT_EQ(b.policy_origin, "auto: the most precise preset that fits is full");
@@ -43,7 +47,7 @@ TEST(PlanServingBudget, ASmallerContextAndAQuantizedSpec) {
   ServingRequest r = tiny(1);
   r.plan.context = 4096;
   r.kv_policy = "default=int8";
-  const ServingBudget b = serving_budget(r);
+  const ServingBudget b = serving_budget(tiny_model(), r);
   EXPECT_EQ(b.policy_origin, "--kv-policy default=int8");
   // The pool still gets a full-precision context's room (other sessions' prefixes stay cached).
   EXPECT_EQ(b.kv_budget_bytes, int64_t{2048} * 4096);
@@ -68,7 +72,7 @@ TEST(PlanServingBudget, RefusalsSayWhatToChange) {
 TEST(PlanServingBudget, KvMemoryGivesThePoolItsSize) {
   ServingRequest r = tiny(1);
   r.kv_memory_gib = 0.25;
-  const ServingBudget b = serving_budget(r);
+  const ServingBudget b = serving_budget(tiny_model(), r);
   EXPECT_EQ(b.kv_budget_bytes, int64_t{1} << 28);
   EXPECT_EQ(b.default_parallel, 8);  // capped
 }

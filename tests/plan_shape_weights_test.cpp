@@ -39,11 +39,10 @@ uint64_t u(const json& j) { return j.get<uint64_t>(); }
 
 plan::Plan plan_for(const fs::path& model, std::optional<std::string> weights = std::nullopt) {
   plan::PlanRequest r;
-  r.model = model;
   r.memory_gib = 1024;
   r.context = 4096;
   r.weights_format = std::move(weights);
-  return plan::plan_model(r);
+  return plan::plan_model(keel::arch::resolve_model(model), r);
 }
 
 // Every model folder in shared/models (the GGUF folder holds no config.json).

@@ -12,12 +12,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 const ServedModel& tiny_model() {
-  static const ServedModel model([] {
-    ServedModelOptions o;
-    o.dir = tiny_toolcaller_dir();
-    o.threads = 1;
-    return o;
-  }());
+  static const ServedModel model(arch::resolve_model(tiny_toolcaller_dir()), ServedModelOptions{.threads = 1});
   return model;
 }
 

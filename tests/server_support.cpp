@@ -195,12 +195,7 @@ void send_all(int fd, const std::string& data) {
 }
 
 ServedModel& tiny_served_model() {
-  static ServedModel model([] {
-    ServedModelOptions o;
-    o.dir = tiny_toolcaller_dir();
-    o.threads = 2;
-    return o;
-  }());
+  static ServedModel model(arch::resolve_model(tiny_toolcaller_dir()), ServedModelOptions{.threads = 2});
   return model;
 }
 

@@ -298,7 +298,8 @@ TEST(TokenizerCli, PrintsIds) {
 }
 
 TEST(TokenizerCli, ReportsBadTokenizer) {
-  keel::test::TempDir dir;
+  keel::test::TempDir dir;  // a model folder without tokenizer.json
+  std::filesystem::copy_file(keel::test::shared_dir() / "models/tiny-toolcaller/config.json", dir.path() / "config.json");
   auto r = keel::test::run_command(keel::test::keel_binary().string() + " tokenize --model " + dir.path().string() +
                                    " hi");
   EXPECT_EQ(r.exit_code, 1);

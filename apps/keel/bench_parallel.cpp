@@ -27,6 +27,7 @@
 #include <mutex>
 #include <thread>
 
+#include "keel/arch/model_source.h"
 #include "keel/engine/scheduler.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -233,9 +234,8 @@ void ttft_phase(Bench& bench, const ParallelBenchOptions& o) {
 
 void bench_parallel(const ParallelBenchOptions& o) {
   ServedModelOptions model_options;
-  model_options.dir = o.model_dir;
   model_options.threads = o.threads;
-  ServedModel model(model_options);
+  ServedModel model(arch::resolve_model(o.model_dir), model_options);
   const ModelSpec& spec = model.weights().spec;
 
   // Room for `parallel` of the largest turn at once, and one more: a pass holds a block leaving

@@ -50,12 +50,11 @@ std::string system_prompt(const ServedModel& model, int64_t target_tokens) {
 
 }  // namespace
 
-void bench_session(const std::string& model_dir, int threads, int turns, int64_t system_tokens, int64_t answer_tokens,
-                   const kv::KvPolicy& policy, const kv::KvDiskOptions& disk) {
+void bench_session(const arch::ModelSource& source, int threads, int turns, int64_t system_tokens,
+                   int64_t answer_tokens, const kv::KvPolicy& policy, const kv::KvDiskOptions& disk) {
   ServedModelOptions o;
-  o.dir = model_dir;
   o.threads = threads;
-  ServedModel model(o);
+  ServedModel model(source, o);
   const int64_t context = system_tokens + static_cast<int64_t>(turns) * (answer_tokens + 64) + 1024;
   const auto budget = static_cast<int64_t>(kv::kv_bytes_per_token(model.weights().spec, kv::KvPolicy(), context) *
                                            static_cast<double>(context)) * 2;

@@ -9,6 +9,7 @@
 #include "bench_parallel.h"
 #include "bench_session.h"
 #include "kv_disk_flags.h"
+#include "keel/arch/model_source.h"
 #include "keel/arch/transformer.h"
 #include "keel/engine/forward_loop.h"
 #include "keel/engine/sampler.h"
@@ -58,8 +59,8 @@ int bench_command(const CommandArgs& argv) {
     const long threads = args.get_int("threads", 0, 0, kMaxThreads);
     const long system_tokens = args.get_int("system-tokens", 6000, 0, kMaxTokenCount);
     const long answer_tokens = args.get_int("answer-tokens", 32, 1, kMaxTokenCount);
-    const std::string model = args.require("model");
-    const kv::KvDiskOptions disk = kv_disk_options(args.get("kv-disk"), args.get("kv-disk-gb"), model);
+    const arch::ModelSource model = arch::resolve_model(args.require("model"));
+    const kv::KvDiskOptions disk = kv_disk_options(args.get("kv-disk"), args.get("kv-disk-gb"), model.files);
     bench_session(model, static_cast<int>(threads), static_cast<int>(turns), system_tokens, answer_tokens, policy, disk);
     return 0;
   }

@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "keel/arch/model_source.h"
 #include "keel/engine/served_model.h"
 #include "keel/eval/fidelity.h"
 #include "keel/eval/progress.h"
@@ -58,9 +59,8 @@ bool rotate_flag(const Args& args) {
 
 std::unique_ptr<ServedModel> load(const std::string& dir, const Args& args) {
   ServedModelOptions o;
-  o.dir = dir;
   o.threads = static_cast<int>(args.get_int("threads", 0, 0, kMaxThreads));
-  return std::make_unique<ServedModel>(o);
+  return std::make_unique<ServedModel>(arch::resolve_model(dir), o);
 }
 
 eval::ReportHeader base_header(const char* mode, const ServedModel& model, const CommandArgs& argv) {

@@ -4,6 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "keel/arch/model_source.h"
 #include "keel/plan/plan_json.h"
 #include "keel/plan/plan_text.h"
 #include "keel/plan/planner.h"
@@ -44,14 +45,13 @@ int plan_command(const CommandArgs& argv) {
   if (args.positional().size() != 1) throw Error(std::string("expected one model folder or config.json\n") + kUsage);
 
   plan::PlanRequest request;
-  request.model = args.positional()[0];
   if (auto c = args.get("context")) request.context = parse_context(*c);
   if (auto p = args.get("kv-policy")) request.policy = plan::parse_kv_preset(*p);
   if (auto m = args.get("memory")) request.memory_gib = parse_number_flag("memory", *m, 0, kMaxGiB, true);
   if (auto t = args.get("chat-template")) request.chat_template = *t;
   if (auto w = args.get("weights")) request.weights_format = *w;
 
-  const plan::Plan plan = plan::plan_model(request);
+  const plan::Plan plan = plan::plan_model(arch::resolve_model(args.positional()[0]), request);
   if (args.has("json")) {
     std::printf("%s\n", plan::plan_to_json(plan).dump(2).c_str());
   } else {

@@ -1,7 +1,6 @@
 // keel render: show the prompt a conversation becomes under a model's own chat template, and with
 // --roles which role each part of it has (the roles the KV policy and eval work with).
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -9,9 +8,9 @@
 
 #include "args.h"
 #include "commands.h"
+#include "keel/arch/model_source.h"
 #include "keel/chat/chat_renderer.h"
 #include "keel/chat/system_fold.h"
-#include "keel/engine/model_text.h"
 #include "keel/util/error.h"
 
 namespace keel::cli {
@@ -34,7 +33,9 @@ json read_json_file(const std::string& path, const char* flag) {
 int render_command(const CommandArgs& argv) {
   Args args(argv, {"model", "messages", "tools", "kwargs"}, {"roles", "no-generation-prompt"});
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "'");
-  std::filesystem::path model_dir = args.require("model");
+  // The template keel serve renders with (ModelSource::chat_template), whether or not there are tools.
+  const arch::ModelSource model = arch::resolve_model(args.require("model"));
+  const chat::ChatTemplateSource& src = model.require_chat_template();
 
   // --messages takes a JSON array of messages, or a request body with "messages" (and "tools").
   json doc = read_json_file(args.require("messages"), "--messages");
@@ -57,8 +58,6 @@ int render_command(const CommandArgs& argv) {
     for (const auto& [k, v] : extra.items()) kwargs[k] = v;
   }
 
-  bool has_tools = tools.is_array() && !tools.empty();
-  auto src = load_model_chat_template(model_dir, has_tools);
   chat::ChatTemplate tmpl(src.source, src.bos_token, src.eos_token);
   // The same rendering serve uses: later system messages in place, or folded where the template
   // cannot take them.

@@ -57,7 +57,7 @@ int run_command(const CommandArgs& argv) {
   if (args.get("context")) context_flag = args.get_int("context", 0, 1, kMaxTokenCount);
 
   LoadedModel m = load_model_from_flags(args);
-  const std::optional<text::Tokenizer> tokenizer = find_model_tokenizer(m.weights.dir);
+  const std::optional<text::Tokenizer> tokenizer = find_model_tokenizer(m.source);
 
   std::vector<int32_t> prompt;
   if (args.has("prompt")) {

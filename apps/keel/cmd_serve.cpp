@@ -16,13 +16,13 @@
 #include "keel/api/model_registry.h"
 #include "keel/api/preparation_gate.h"
 #include "keel/api/server.h"
+#include "keel/arch/model_source.h"
 #include "keel/constrain/token_mask.h"
 #include "keel/engine/scheduler.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
 #include "keel/kv/kv_footprint.h"
 #include "keel/kv/kv_policy.h"
-#include "keel/arch/model_loader.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/plan/number_format.h"
 #include "keel/plan/planner.h"
@@ -136,15 +136,14 @@ double gib_flag(const Args& args, const std::string& flag) {
 
 // What serve runs with (plan/serving_budget.h), from its flags. Refuses, before anything is
 // loaded, a model and context that cannot fit (the error carries the plan).
-plan::ServingBudget plan_serving(const Args& args, const std::string& model_dir) {
+plan::ServingBudget plan_serving(const Args& args, const arch::ModelSource& model) {
   plan::ServingRequest request;
-  request.plan.model = model_dir;
   if (flag_or_env(args, "context")) request.plan.context = int_flag(args, "context", 0, 1, kMaxTokenCount);
   if (flag_or_env(args, "memory")) request.plan.memory_gib = gib_flag(args, "memory");
   request.kv_policy = flag_or_env(args, "kv-policy").value_or("auto");
   if (flag_or_env(args, "kv-memory")) request.kv_memory_gib = gib_flag(args, "kv-memory");
   request.prefill_chunk = SchedulerOptions{}.prefill_chunk;
-  return plan::serving_budget(std::move(request));
+  return plan::serving_budget(model, std::move(request));
 }
 
 // Who besides local programs may call: said at start, with a warning for each rule turned off.
@@ -236,8 +235,10 @@ int serve_command(const CommandArgs& argv) {
   options.shutdown_grace = std::chrono::seconds(int_flag(args, "shutdown-grace", 10, 0, 3600));
   const long parallel_flag = int_flag(args, "parallel", 0, 1, kMaxParallel);  // 0: not given
 
-  // Refuse before loading anything what cannot fit (the plan says why).
-  const plan::ServingBudget serving = plan_serving(args, *model_dir);
+  // --model is resolved once: the plan, the disk tier's identity and the loader read the same files.
+  const arch::ModelSource source = arch::resolve_model(*model_dir);
+  // Refuse before loading any weights what cannot fit (the plan says why).
+  const plan::ServingBudget serving = plan_serving(args, source);
   const plan::Plan& plan = serving.plan;
   const std::string rotate = flag_or_env(args, "kv-rotate").value_or("on");
   if (rotate != "on" && rotate != "off") throw Error("--kv-rotate: '" + rotate + "' is neither on nor off");
@@ -252,13 +253,12 @@ int serve_command(const CommandArgs& argv) {
 
   // The model's identity for the disk tier is read (a few pages per weight file) before the model
   // loads; the tier's folder is made and indexed with the pool.
-  const kv::KvDiskOptions disk = kv_disk_options(flag_or_env(args, "kv-disk"), flag_or_env(args, "kv-disk-gb"), *model_dir);
+  const kv::KvDiskOptions disk = kv_disk_options(flag_or_env(args, "kv-disk"), flag_or_env(args, "kv-disk-gb"), source.files);
 
   ServedModelOptions model_options;
-  model_options.dir = *model_dir;
   model_options.threads = threads;
   if (auto f = flag_or_env(args, "tool-call-format")) model_options.tool_call_format = toolcall::parsed_tool_call_format_from_name(*f);
-  ServedModel model(model_options);
+  ServedModel model(source, model_options);
   const ModelSpec& spec = model.weights().spec;
   // Turns at once: --parallel, else as many as the pool holds 4,096-token conversations, 2 to 8.
   options.parallel = static_cast<size_t>(parallel_flag ? parallel_flag : serving.default_parallel);
@@ -314,7 +314,7 @@ int serve_command(const CommandArgs& argv) {
   api::Server server(model, session, options);
   const int port = server.bind();
   std::string names;
-  for (const auto& name : api::ModelRegistry(model.folder_name(), options.aliases).names())
+  for (const auto& name : api::ModelRegistry(model.name(), options.aliases).names())
     names += (names.empty() ? "" : ", ") + ('"' + name + '"');
   std::fprintf(stderr, "keel serve: answers to %s\n", names.c_str());
   for (const auto& a : options.aliases)

@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "keel/arch/model_source.h"
 #include "keel/engine/model_text.h"
 #include "keel/text/tokenizer.h"
 #include "keel/util/error.h"
@@ -21,7 +22,7 @@ int tokenize_command(const CommandArgs& argv) {
   if (args.has("model") == args.has("tokenizer")) throw Error("give exactly one of --model DIR or --tokenizer FILE");
   if (args.positional().size() != 1) throw Error("usage: keel tokenize --model DIR | --tokenizer FILE TEXT");
 
-  auto tokenizer = args.has("model") ? load_model_tokenizer(args.require("model"))
+  auto tokenizer = args.has("model") ? load_model_tokenizer(arch::resolve_model(args.require("model")))
                                      : text::Tokenizer::from_file(args.require("tokenizer"));
   std::string input = args.positional()[0];
   if (input == "-") input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());

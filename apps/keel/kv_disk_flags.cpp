@@ -9,7 +9,7 @@
 namespace keel::cli {
 
 kv::KvDiskOptions kv_disk_options(const std::optional<std::string>& dir, const std::optional<std::string>& gib,
-                                  const std::filesystem::path& model_dir) {
+                                  const ModelFiles& model) {
   kv::KvDiskOptions o;
   if (!dir) {
     if (gib) throw Error("--kv-disk-gb needs --kv-disk DIR");
@@ -19,7 +19,7 @@ kv::KvDiskOptions kv_disk_options(const std::optional<std::string>& dir, const s
   const double cap = gib ? parse_number_flag("kv-disk-gb", *gib, 0, kMaxGiB, true) : kDefaultKvDiskGiB;
   o.dir = *dir;
   o.max_bytes = static_cast<int64_t>(cap * static_cast<double>(int64_t{1} << 30));
-  o.model_identity = kv::kv_model_identity(model_dir);
+  o.model_identity = kv::kv_model_identity(model);
   return o;
 }
 

@@ -12,7 +12,9 @@ namespace keel::cli {
 
 LoadedModel load_model_from_flags(const Args& args) {
   const long threads = args.get_int("threads", 0, 0, kMaxThreads);  // 0: one per core
-  LoadedModel m{arch::load_model(args.require("model")), nullptr};
+  arch::ModelSource source = arch::resolve_model(args.require("model"));
+  ModelWeights weights = arch::load_model(source);
+  LoadedModel m{std::move(source), std::move(weights), nullptr};
   m.pool = std::make_unique<ThreadPool>(static_cast<int>(threads));
   const ModelSpec& s = m.weights.spec;
   std::fprintf(stderr, "keel: model %s (%s, %lld layers, hidden %lld, %s weights, %.1f MB), %d threads, simd %s\n",

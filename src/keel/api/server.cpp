@@ -289,7 +289,7 @@ struct Server::Impl {
     const std::string id = new_request_id();
     res.set_header("request-id", id);
     res.set_header("x-request-id", id);
-    res.set_header("x-keel-model", access.presents_key(req) ? state.model.dir().string() : state.model.folder_name());
+    res.set_header("x-keel-model", access.presents_key(req) ? state.model.dir().string() : state.model.name());
     access.add_cors_headers(req, res);
   }
 

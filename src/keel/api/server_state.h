@@ -29,7 +29,7 @@ struct ServerState {
       : model(served),
         session(sessions),
         options(std::move(opts)),
-        registry(served.folder_name(), options.aliases),
+        registry(served.name(), options.aliases),
         preparation(options.preparation_budget_bytes, options.max_body_bytes),
         scheduler(served, sessions, scheduling) {}
 

@@ -7,7 +7,6 @@
 
 #include "keel/arch/family.h"
 #include "keel/arch/gguf_keys.h"
-#include "keel/arch/model_loader.h"
 #include "keel/util/error.h"
 
 namespace keel::arch {
@@ -146,7 +145,8 @@ std::vector<double> rope_factors(const gguf::File& f, const gguf::Tensor& t, int
   return out;
 }
 
-// What GGUF lays out differently from the Hugging Face checkpoint the spec describes.
+}  // namespace
+
 void adjust_for_gguf(const gguf::File& f, ModelSpec& spec) {
   const bool llama = family_of(f).gguf_architecture == "llama";
   const gguf::Tensor* freqs = f.header().find_tensor("rope_freqs.weight");
@@ -159,39 +159,6 @@ void adjust_for_gguf(const gguf::File& f, ModelSpec& spec) {
     l.rope.scaling.kind = RopeScaling::Kind::Factors;
     l.rope.scaling.factors = rope_factors(f, *freqs, l.head_dim);
   }
-}
-
-}  // namespace
-
-ModelSpec gguf_runnable_spec(const gguf::File& f) {
-  ModelSpec spec = runnable_spec(gguf_config(f));
-  adjust_for_gguf(f, spec);
-  return spec;
-}
-
-ModelSpec gguf_describe_spec(const gguf::File& f) {
-  ModelSpec spec = describe_spec(gguf_config(f));
-  adjust_for_gguf(f, spec);
-  return spec;
-}
-
-ModelWeights load_gguf_model(const std::filesystem::path& path) {
-  const auto shards = gguf::shard_paths(path);
-  std::vector<std::unique_ptr<gguf::File>> files;
-  for (const auto& p : shards) files.push_back(std::make_unique<gguf::File>(p));
-  const gguf::File& first = *files.front();
-  // Each shard says which it is; a renamed or mixed-up file must not be read as another's part.
-  for (size_t i = 0; i < files.size() && files.size() > 1; ++i) {
-    const auto count = files[i]->optional_int("split.count");
-    const auto no = files[i]->optional_int("split.no");
-    if (!count || !no || *count != static_cast<int64_t>(files.size()) || *no != static_cast<int64_t>(i))
-      files[i]->fail("split.no", "this file is not shard " + std::to_string(i + 1) + " of " + std::to_string(files.size()) +
-                                     " (split.no " + (no ? std::to_string(*no) : "missing") + ", split.count " +
-                                     (count ? std::to_string(*count) : "missing") + ")");
-  }
-  ModelSpec spec = gguf_runnable_spec(first);
-  const Family& family = family_of(first);
-  return load_gguf_weights(std::move(files), std::move(spec), family.gguf_tensor_names(), family.loading);
 }
 
 }  // namespace keel::arch

@@ -57,22 +57,26 @@ ModelSpec runnable_spec(const ConfigView& config) {
   return spec;
 }
 
-ModelSpec load_runnable_spec(const std::filesystem::path& model) {
-  if (auto gguf = gguf::find_gguf_model(model)) return gguf_runnable_spec(gguf::File(*gguf));
-  const auto config = std::filesystem::is_directory(model) ? model / "config.json" : model;
-  return runnable_spec(ConfigView::load(config));
+ModelSpec runnable_spec(const ModelSource& model) {
+  ModelSpec spec = runnable_spec(model.config);
+  if (model.is_gguf()) adjust_for_gguf(*model.files.gguf.front(), spec);
+  return spec;
 }
 
-ModelWeights load_model(const std::filesystem::path& dir) {
-  if (auto gguf = gguf::find_gguf_model(dir)) return load_gguf_model(*gguf);
-  if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": not a model folder or .gguf file");
-  const auto config_path = dir / "config.json";
-  if (!std::filesystem::exists(config_path))
-    throw Error(config_path.string() + ": not found (every model folder needs config.json)");
-  const ConfigView config = ConfigView::load(config_path);
-  ModelSpec spec = runnable_spec(config);
-  const Family& family = *find_family(spec.model_type);
-  return load_weights(dir, std::move(spec), family.tensor_names(), family.loading);
+ModelSpec describe_spec(const ModelSource& model) {
+  ModelSpec spec = describe_spec(model.config);
+  if (model.is_gguf()) adjust_for_gguf(*model.files.gguf.front(), spec);
+  return spec;
 }
+
+ModelWeights load_model(const ModelSource& model) {
+  ModelSpec spec = runnable_spec(model);
+  const Family& family = *find_family(spec.model_type);
+  if (model.is_gguf())
+    return load_gguf_weights(model.files.gguf, std::move(spec), family.gguf_tensor_names(), family.loading);
+  return load_weights(model.files.path, std::move(spec), family.tensor_names(), family.loading);
+}
+
+ModelWeights load_model(const std::filesystem::path& model) { return load_model(resolve_model(model)); }
 
 }  // namespace keel::arch

@@ -4,6 +4,7 @@
 // engine can run every layer. Plain functions; safe on any thread.
 #include <filesystem>
 
+#include "keel/arch/model_source.h"
 #include "keel/model/config_view.h"
 #include "keel/model/model_spec.h"
 #include "keel/model/weights.h"
@@ -19,12 +20,14 @@ ModelSpec runnable_spec(const ConfigView& config);
 // feature (for `keel plan`, which sizes models keel cannot run). Throws only on unreadable keys.
 ModelSpec describe_spec(const ConfigView& config);
 
-// runnable_spec() of a model folder (or its config.json), or gguf_runnable_spec() of a GGUF model,
-// without loading weights.
-ModelSpec load_runnable_spec(const std::filesystem::path& model);
+// The same for a resolved model: its config, and for a GGUF what the file lays out differently
+// (gguf_model.h's adjust_for_gguf).
+ModelSpec runnable_spec(const ModelSource& model);
+ModelSpec describe_spec(const ModelSource& model);
 
-// runnable_spec(config.json of `dir`) and the weights of the folder; or, for a .gguf file or a
-// folder holding one GGUF model and no config.json, arch/gguf_model.h's load_gguf_model().
-ModelWeights load_model(const std::filesystem::path& dir);
+// runnable_spec(model) and its weights: a folder's safetensors, or the GGUF's mapped shards.
+ModelWeights load_model(const ModelSource& model);
+// resolve_model(path), then the above: for callers that need nothing else of the source (tests).
+ModelWeights load_model(const std::filesystem::path& model);
 
 }  // namespace keel::arch

@@ -51,15 +51,21 @@ std::optional<ChatTemplateText> find_gguf_chat_template(const gguf::Header& h, c
   return std::nullopt;
 }
 
-ChatTemplateSource gguf_chat_template_source(const gguf::Header& h, const std::string& label, bool want_tools) {
+std::optional<ChatTemplateSource> find_gguf_chat_template_source(const gguf::Header& h, const std::string& label,
+                                                                 bool want_tools) {
   auto t = find_gguf_chat_template(h, label, want_tools);
-  if (!t) throw Error(label + ": no chat template (no key 'tokenizer.chat_template' or 'tokenizer.chat_template.NAME')");
+  if (!t) return std::nullopt;
   ChatTemplateSource src;
   src.source = std::move(t->text);
   src.origin = std::move(t->origin);
   src.bos_token = token_text(h, label, "tokenizer.ggml.bos_token_id");
   src.eos_token = token_text(h, label, "tokenizer.ggml.eos_token_id");
   return src;
+}
+
+ChatTemplateSource gguf_chat_template_source(const gguf::Header& h, const std::string& label, bool want_tools) {
+  if (auto src = find_gguf_chat_template_source(h, label, want_tools)) return std::move(*src);
+  throw Error(label + ": no chat template (no key 'tokenizer.chat_template' or 'tokenizer.chat_template.NAME')");
 }
 
 ChatTemplateSource gguf_chat_template_source(const gguf::File& file, bool want_tools) {

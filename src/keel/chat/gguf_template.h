@@ -18,8 +18,11 @@ namespace keel::chat {
 std::optional<ChatTemplateText> find_gguf_chat_template(const gguf::Header& header, const std::string& label,
                                                         bool want_tools = true);
 
-// The template and its bos/eos texts. Throws keel::Error when the file has no template, or a token
-// id key is not an integer inside tokenizer.ggml.tokens (naming the key).
+// The template and its bos/eos texts; nullopt when the file has no template. Throws keel::Error
+// when a token id key is not an integer inside tokenizer.ggml.tokens (naming the key).
+std::optional<ChatTemplateSource> find_gguf_chat_template_source(const gguf::Header& header, const std::string& label,
+                                                                 bool want_tools);
+// The same; throws keel::Error when the file has no template.
 ChatTemplateSource gguf_chat_template_source(const gguf::Header& header, const std::string& label, bool want_tools = false);
 ChatTemplateSource gguf_chat_template_source(const gguf::File& file, bool want_tools = false);
 

@@ -76,20 +76,24 @@ ChatTemplateText read_chat_template_file(const fs::path& file) {
   return {read_file(file), file.string()};
 }
 
-ChatTemplateSource load_chat_template_source(const fs::path& model_dir, bool want_tools) {
+std::optional<ChatTemplateSource> find_chat_template_source(const fs::path& model_dir, bool want_tools) {
+  auto t = find_chat_template(model_dir, want_tools);
+  if (!t) return std::nullopt;
   ChatTemplateSource src;
+  src.source = std::move(t->text);
+  src.origin = std::move(t->origin);
   if (const fs::path config = model_dir / "tokenizer_config.json"; fs::is_regular_file(config)) {
     const json j = read_json_object(config);
     src.bos_token = token_text(j, "bos_token");
     src.eos_token = token_text(j, "eos_token");
   }
-  auto t = find_chat_template(model_dir, want_tools);
-  if (!t)
-    throw Error("no chat template in " + model_dir.string() +
-                " (none of chat_template.jinja, chat_template.json, or chat_template in tokenizer_config.json)");
-  src.source = std::move(t->text);
-  src.origin = std::move(t->origin);
   return src;
+}
+
+ChatTemplateSource load_chat_template_source(const fs::path& model_dir, bool want_tools) {
+  if (auto src = find_chat_template_source(model_dir, want_tools)) return std::move(*src);
+  throw Error("no chat template in " + model_dir.string() +
+              " (none of chat_template.jinja, chat_template.json, or chat_template in tokenizer_config.json)");
 }
 
 }  // namespace keel::chat

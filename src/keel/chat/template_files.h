@@ -23,13 +23,16 @@ std::optional<ChatTemplateText> find_chat_template(const std::filesystem::path& 
 ChatTemplateText read_chat_template_file(const std::filesystem::path& file);
 
 // What the renderer needs: the template (as find_chat_template chose it) and the special-token
-// texts it may print. Throws keel::Error when the folder has no template.
+// texts it may print.
 struct ChatTemplateSource {
   std::string source;  // the template text
   std::string origin;
   std::string bos_token;
   std::string eos_token;
 };
+// nullopt when the folder has no template.
+std::optional<ChatTemplateSource> find_chat_template_source(const std::filesystem::path& model_dir, bool want_tools);
+// Throws keel::Error when the folder has no template.
 ChatTemplateSource load_chat_template_source(const std::filesystem::path& model_dir, bool want_tools = false);
 
 }  // namespace keel::chat

@@ -1,7 +1,5 @@
 #include "keel/engine/served_model.h"
 
-#include <regex>
-
 #include "keel/arch/model_loader.h"
 #include "keel/constrain/token_mask.h"
 #include "keel/chat/token_roles.h"
@@ -10,13 +8,13 @@
 
 namespace keel {
 
-ServedModel::ServedModel(const ServedModelOptions& options)
-    : weights_(arch::load_model(std::filesystem::weakly_canonical(options.dir))), format_(toolcall::tool_call_format_info(toolcall::ToolCallFormat::None)) {
+ServedModel::ServedModel(const arch::ModelSource& model, const ServedModelOptions& options)
+    : weights_(arch::load_model(model)), name_(model.name()), format_(toolcall::tool_call_format_info(toolcall::ToolCallFormat::None)) {
   pool_ = std::make_unique<ThreadPool>(options.threads);
   transformer_ = std::make_unique<Transformer>(weights_, *pool_);
-  tokenizer_ = load_model_tokenizer(weights_.dir);
+  tokenizer_ = load_model_tokenizer(model);
   ids_without_token_ = keel::ids_without_token(*tokenizer_, weights_.spec.vocab_size);
-  chat::ChatTemplateSource source = load_model_chat_template(weights_.dir, /*want_tools=*/true);
+  const chat::ChatTemplateSource& source = model.require_chat_template();
   template_.emplace(source.source, source.bos_token, source.eos_token);
 
   template_reading_.reasoning = toolcall::detect_reasoning_control(source.source);
@@ -29,14 +27,6 @@ ServedModel::ServedModel(const ServedModelOptions& options)
     format_origin_ = format_.marker.empty() ? "no call markers in the chat template"
                                             : "from \"" + std::string(format_.marker) + "\" in chat template";
   }
-}
-
-std::string ServedModel::folder_name() const {
-  if (!weights_.from_gguf()) return weights_.dir.filename().string();
-  std::string name = weights_.dir.filename().string();
-  if (name.ends_with(".gguf")) name.resize(name.size() - 5);
-  static const std::regex shard(R"(-\d{5}-of-\d{5}$)");
-  return std::regex_replace(name, shard, "");
 }
 
 PreparedPrompt ServedModel::prepare(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,

@@ -1,6 +1,7 @@
 #pragma once
-// Everything `keel serve` needs of one model folder, loaded once at start: weights and the forward
-// pass, tokenizer, chat template, the tool-call format and reasoning control read from that template.
+// Everything `keel serve` needs of one model, loaded once at start from its resolved ModelSource
+// (arch/model_source.h): weights and the forward pass, tokenizer, the source's chat template, and
+// the tool-call format and reasoning control read from that template.
 //
 // Threads: built once, on the thread that starts the command, then shared. The const members read
 // only what loading fixed, so any number of threads may call them at once: `keel serve` renders
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/arch/model_source.h"
 #include "keel/arch/transformer.h"
 #include "keel/chat/chat_renderer.h"
 #include "keel/chat/chat_roles.h"
@@ -32,7 +34,6 @@ class Vocabulary;
 namespace keel {
 
 struct ServedModelOptions {
-  std::filesystem::path dir;
   int threads = 0;                                          // 0: one per core
   std::optional<toolcall::ToolCallFormat> tool_call_format;  // overrides detection
 };
@@ -46,13 +47,12 @@ struct PreparedPrompt {
 
 class ServedModel {
  public:
-  explicit ServedModel(const ServedModelOptions& options);  // throws keel::Error
+  ServedModel(const arch::ModelSource& model, const ServedModelOptions& options);  // throws keel::Error
   ~ServedModel();
 
   const std::filesystem::path& dir() const { return weights_.dir; }
-  // The name the server answers to: the model folder's name, or a GGUF file's without ".gguf"
-  // (and without a split model's "-00001-of-00003").
-  std::string folder_name() const;
+  // The name the server answers to (ModelSource::name): the model folder's, or the GGUF file's.
+  const std::string& name() const { return name_; }
   const ModelWeights& weights() const { return weights_; }
   Transformer& transformer() { return *transformer_; }
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -85,6 +85,7 @@ class ServedModel {
 
  private:
   ModelWeights weights_;
+  std::string name_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Transformer> transformer_;
   std::optional<text::Tokenizer> tokenizer_;

@@ -10,7 +10,6 @@
 
 #include "keel/kv/kv_disk_block.h"
 #include "keel/kv/kv_window.h"
-#include "keel/model/gguf_file.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/util/error.h"
 
@@ -47,24 +46,23 @@ std::vector<uint8_t> read_at(std::ifstream& in, uint64_t offset, uint64_t n, con
 
 }  // namespace
 
-uint64_t kv_model_identity(const std::filesystem::path& model_dir) {
+uint64_t kv_model_identity(const ModelFiles& model) {
   // Each weight file, and where its data starts: a GGUF's shards after their metadata and tensor
   // infos, a folder's safetensors after their JSON header.
   std::vector<std::pair<std::filesystem::path, uint64_t>> weights;
-  if (auto gguf = gguf::find_gguf_model(model_dir)) {
-    for (const auto& shard : gguf::shard_paths(*gguf))
-      weights.emplace_back(shard, std::min(gguf::File(shard).header().data_start, kMaxHeaderBytes));
-  } else {
+  for (const auto& shard : model.gguf)
+    weights.emplace_back(shard->path(), std::min(shard->header().data_start, kMaxHeaderBytes));
+  if (!model.is_gguf()) {
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec))
+    for (const auto& entry : std::filesystem::directory_iterator(model.path, ec))
       if (entry.is_regular_file() && entry.path().extension() == ".safetensors") weights.emplace_back(entry.path(), 0);
-    if (ec) throw Error("KV disk tier: cannot list the model folder " + model_dir.string() + ": " + ec.message());
-    if (weights.empty()) throw Error("KV disk tier: no *.safetensors in " + model_dir.string());
+    if (ec) throw Error("KV disk tier: cannot list the model folder " + model.path.string() + ": " + ec.message());
+    if (weights.empty()) throw Error("KV disk tier: no *.safetensors in " + model.path.string());
     std::sort(weights.begin(), weights.end());
   }
 
   uint64_t h = fold(0, std::string_view("keel model identity 1"));
-  if (std::ifstream config(model_dir / "config.json", std::ios::binary); config) {
+  if (std::ifstream config(model.config_json, std::ios::binary); config) {  // none for GGUF
     const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
     h = fold(h, text);
   }

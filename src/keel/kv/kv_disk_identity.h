@@ -8,15 +8,17 @@
 #include <string>
 
 #include "keel/kv/kv_block_layout.h"
+#include "keel/model/model_files.h"
 
 namespace keel::kv {
 
 // A hash of a model's weights as stored: config.json, and for every *.safetensors file (in name
 // order) or GGUF shard its name, size, whole header (a GGUF's metadata and tensor infos), and 16
-// samples of 4 KiB spread over its data (the first at the data's start). Another model, another quantization or a fine-tune of the same shape (same
-// headers and sizes, other values) gets another identity; reading is a few pages per file. Throws
-// keel::Error when the folder has no weights or a file cannot be read.
-uint64_t kv_model_identity(const std::filesystem::path& model_dir);
+// samples of 4 KiB spread over its data (the first at the data's start). Another model, another
+// quantization or a fine-tune of the same shape (same headers and sizes, other values) gets another
+// identity; reading is a few pages per file. Throws keel::Error when the folder has no weights or a
+// file cannot be read.
+uint64_t kv_model_identity(const ModelFiles& model);
 
 // The running keel build: a hash of its executable (/proc/self/exe; the version string where that
 // cannot be read). Another build may round a kernel differently, so its rows are another's.

@@ -38,7 +38,7 @@ namespace keel::kv {
 struct KvDiskOptions {
   std::filesystem::path dir;          // empty: no disk tier
   int64_t max_bytes = int64_t{8} << 30;  // the folder's cap (--kv-disk-gb)
-  uint64_t model_identity = 0;        // kv_model_identity(model folder)
+  uint64_t model_identity = 0;        // kv_model_identity(the model's files)
   // Copies of published blocks waiting for the writer, at most (RAM besides the pool's budget); a
   // block that finds the queue full is not written when published, only when RAM evicts it.
   int64_t queue_bytes = int64_t{256} << 20;

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fstream>
 #include <limits>
-#include <regex>
 #include <set>
 
 #include "keel/util/error.h"
@@ -373,60 +371,6 @@ const std::vector<int64_t>* File::int_array(std::string_view key) const {
 const std::vector<double>* File::number_array(std::string_view key) const {
   const Value* v = array_of(*this, key, [](ValueType t) { return t == ValueType::F32 || t == ValueType::F64; }, "floats");
   return v ? &v->numbers : nullptr;
-}
-
-std::vector<std::filesystem::path> shard_paths(const std::filesystem::path& path) {
-  // llama.cpp's split naming: PREFIX-00001-of-00003.gguf.
-  static const std::regex split(R"((.*)-(\d{5})-of-(\d{5})\.gguf)");
-  std::smatch m;
-  const std::string name = path.filename().string();
-  if (!std::regex_match(name, m, split)) return {path};
-  const int count = std::stoi(m[3].str());
-  if (count < 1) throw Error(path.string() + ": a split model of " + m[3].str() + " files");
-  std::vector<std::filesystem::path> out;
-  for (int i = 1; i <= count; ++i) {
-    char part[40];
-    std::snprintf(part, sizeof part, "-%05d-of-%05d.gguf", i, count);
-    auto shard = path.parent_path() / (m[1].str() + part);
-    if (!std::filesystem::exists(shard))
-      throw Error(shard.string() + ": missing shard " + std::to_string(i) + " of " + std::to_string(count) +
-                  " of the split model " + path.string());
-    out.push_back(shard);
-  }
-  return out;
-}
-
-std::optional<std::filesystem::path> find_gguf_model(const std::filesystem::path& path) {
-  namespace fs = std::filesystem;
-  if (!fs::is_directory(path)) {
-    // By content, not name: Ollama keeps its GGUFs as sha256-... blobs without an extension.
-    if (path.extension() == ".gguf") return path;
-    std::ifstream f(path, std::ios::binary);
-    char magic[4] = {};
-    if (f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0) return path;
-    return std::nullopt;
-  }
-  // A folder with config.json is a Hugging Face / MLX folder, whatever else it holds.
-  if (fs::exists(path / "config.json")) return std::nullopt;
-  // One model per folder: a lone file, or the first shard of one split model.
-  std::set<std::string> models;
-  fs::path first;
-  static const std::regex later_shard(R"(.*-(\d{5})-of-\d{5}\.gguf)");
-  for (const auto& e : fs::directory_iterator(path)) {
-    if (!e.is_regular_file() || e.path().extension() != ".gguf") continue;
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, later_shard) && m[1].str() != "00001") continue;
-    models.insert(name);
-    first = e.path();
-  }
-  if (models.empty()) return std::nullopt;
-  if (models.size() > 1) {
-    std::string list;
-    for (const auto& m : models) list += (list.empty() ? "" : ", ") + m;
-    throw Error(path.string() + ": holds several GGUF models (" + list + "); name the file with --model");
-  }
-  return first;
 }
 
 }  // namespace keel::gguf

@@ -115,15 +115,4 @@ class File {
   Header header_;
 };
 
-// The files of one model: `path` itself, or, for a split model (NAME-00001-of-00003.gguf, given
-// any of its shards), every shard in order. Throws keel::Error naming a missing shard.
-std::vector<std::filesystem::path> shard_paths(const std::filesystem::path& path);
-
-// The GGUF model a --model path names: a .gguf file (or any file starting with the GGUF magic, as
-// Ollama's sha256-... blobs do), or a folder holding exactly one GGUF model (one file, or the
-// shards of one split model). nullopt for a folder without .gguf files or with a config.json (a
-// Hugging Face / MLX folder, whatever else it holds); throws keel::Error for a folder with several
-// GGUF models, naming them.
-std::optional<std::filesystem::path> find_gguf_model(const std::filesystem::path& path);
-
 }  // namespace keel::gguf

@@ -206,7 +206,7 @@ ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, cons
   return w;
 }
 
-ModelWeights load_gguf_weights(std::vector<std::unique_ptr<gguf::File>> files, ModelSpec spec,
+ModelWeights load_gguf_weights(std::vector<std::shared_ptr<const gguf::File>> files, ModelSpec spec,
                                const TensorNames& names, const FamilyLoading& family) {
   ModelWeights w;
   w.dir = files.front()->path();

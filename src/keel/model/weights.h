@@ -178,7 +178,7 @@ struct ModelWeights {
   ModelSpec spec;
   std::vector<int32_t> eos_token_ids;
   std::vector<std::unique_ptr<SafetensorsFile>> files;   // a folder's
-  std::vector<std::unique_ptr<gguf::File>> gguf_files;   // a GGUF model's, shards in order
+  std::vector<std::shared_ptr<const gguf::File>> gguf_files;  // a GGUF model's, shards in order
   Matrix embed;                   // (vocab, dim)
   Matrix lm_head;                 // (vocab, dim); empty (rows == 0) when tied to embed: use output()
   std::vector<float> final_norm;  // (dim)
@@ -200,15 +200,16 @@ struct FamilyLoading;  // model/tensor_walk.h
 
 // Loads the weights of a model described by `spec` (model.safetensors or the shards of
 // model.safetensors.index.json) from a Hugging Face model folder, finding each tensor under
-// `names`, or under `names` re-rooted at one of kMultimodalRoots. Use arch::load_model() to read the spec too. Throws keel::Error naming the file and
-// tensor for anything missing, unexpected, truncated, misshapen or of an unsupported dtype.
+// `names`, or under `names` re-rooted at one of kMultimodalRoots. Use arch::load_model() to read
+// the spec too. Throws keel::Error naming the file and tensor for anything missing, unexpected,
+// truncated, misshapen or of an unsupported dtype.
 ModelWeights load_weights(const std::filesystem::path& dir, ModelSpec spec, const TensorNames& names,
                           const FamilyLoading& family);
 
-// The same from the mapped files of one GGUF model (the shards of a split one, in order), whose
+// The same from the mapped files of one GGUF model (ModelFiles::gguf: the shards, in order), whose
 // tensors `names` names in ggml's scheme (blk.N.attn_q, ...). `spec` comes from the files'
 // metadata (arch/gguf_model.h) and carries the eos ids.
-ModelWeights load_gguf_weights(std::vector<std::unique_ptr<gguf::File>> files, ModelSpec spec,
+ModelWeights load_gguf_weights(std::vector<std::shared_ptr<const gguf::File>> files, ModelSpec spec,
                                const TensorNames& names, const FamilyLoading& family);
 
 }  // namespace keel

@@ -1,11 +1,8 @@
 #include "keel/plan/planner.h"
 
-#include "keel/arch/gguf_model.h"
 #include "keel/arch/model_loader.h"
-#include "keel/chat/gguf_template.h"
 #include "keel/chat/template_files.h"
 #include "keel/model/config_view.h"
-#include "keel/model/gguf_file.h"
 #include "keel/plan/kv_bytes.h"
 #include "keel/plan/number_format.h"
 #include "keel/plan/plan_text.h"
@@ -14,25 +11,6 @@
 namespace keel::plan {
 namespace fs = std::filesystem;
 namespace {
-
-struct ModelPaths {
-  fs::path dir;
-  fs::path config;
-  std::optional<fs::path> gguf;  // a GGUF model (its first shard) instead of config.json
-};
-
-ModelPaths resolve_paths(const fs::path& model) {
-  std::error_code ec;
-  if (auto g = gguf::find_gguf_model(model)) return {model, *g, *g};
-  if (fs::is_regular_file(model, ec)) return {model.parent_path().empty() ? fs::path(".") : model.parent_path(), model};
-  if (fs::is_directory(model, ec)) {
-    if (!fs::is_regular_file(model / "config.json", ec)) {
-      throw Error(model.string() + ": no config.json in this folder (pass a model folder or its config.json)");
-    }
-    return {model, model / "config.json"};
-  }
-  throw Error(model.string() + ": no such model folder or config file");
-}
 
 std::string first_architecture(const ConfigView& c) {
   auto it = c.root().find("architectures");
@@ -121,16 +99,13 @@ Recommendation recommend(const Plan& p) {
   return r;
 }
 
-AgentGates read_gates(const ModelPaths& paths, const std::optional<fs::path>& override_file) {
+AgentGates read_gates(const arch::ModelSource& model, const std::optional<fs::path>& override_file) {
   AgentGates g;
   std::optional<chat::ChatTemplateText> t;
   if (override_file) {
     t = chat::read_chat_template_file(*override_file);
-  } else if (paths.gguf) {
-    // The template keel serve renders with (ServedModel): the tool_use variant when the file has one.
-    t = chat::find_gguf_chat_template(gguf::File(*paths.gguf).header(), paths.gguf->string(), /*want_tools=*/true);
-  } else {
-    t = chat::find_chat_template(paths.dir);
+  } else if (model.chat_template) {  // the template keel serve renders with
+    t = chat::ChatTemplateText{model.chat_template->source, model.chat_template->origin};
   }
   if (!t) return g;
   g.template_source = t->origin;
@@ -169,26 +144,24 @@ const PresetPlan& Plan::preset(KvPreset policy) const {
   throw Error("internal: no plan for KV policy " + std::string(kv_preset_name(policy)));
 }
 
-Plan plan_model(const PlanRequest& request) {
+Plan plan_model(const arch::ModelSource& model, const PlanRequest& request) {
   Plan p;
-  const ModelPaths paths = resolve_paths(request.model);
-  p.model_dir = paths.dir;
-  p.config_path = paths.config;
-  // A GGUF's metadata reads as the config.json it stands for (arch/gguf_model.h).
-  std::unique_ptr<gguf::File> gguf_file;
-  if (paths.gguf) gguf_file = std::make_unique<gguf::File>(*paths.gguf);
-  const ConfigView config = gguf_file ? arch::gguf_config(*gguf_file) : ConfigView::load(paths.config);
-  p.architecture = gguf_file ? "GGUF " + gguf_file->require_string("general.architecture", "names the architecture")
-                             : first_architecture(config);
+  const ModelFiles& files = model.files;
+  p.model_dir = files.path;
+  p.config_path = files.is_gguf() ? files.path : files.config_json;
+  const ConfigView& config = model.config;  // a GGUF's metadata reads as the config.json it stands for
+  p.architecture = model.is_gguf()
+                       ? "GGUF " + files.gguf.front()->require_string("general.architecture", "names the architecture")
+                       : first_architecture(config);
   p.model_type = config.root().value("model_type", std::string("unknown"));
-  const ModelSpec spec = gguf_file ? arch::gguf_describe_spec(*gguf_file) : arch::describe_spec(config);
+  const ModelSpec spec = arch::describe_spec(model);
   p.layout = read_attention_layout(spec);
   p.scratch = estimate_scratch(spec, p.layout);
-  p.weights = gguf_file ? inventory_gguf_weights(gguf::shard_paths(*paths.gguf)) : inventory_weights(paths.dir, config);
+  p.weights = model.is_gguf() ? inventory_gguf_weights(files.gguf) : inventory_weights(files.path, config);
   std::optional<StorageFormat> requested_format;
   if (request.weights_format) requested_format = parse_storage_format(*request.weights_format);
   p.shapes = weights_from_shapes(spec, config, p.weights, requested_format, read_measured_bandwidth());
-  if (gguf_file) {  // the shapes' table is a comparison; the file's own bytes are its tensor infos
+  if (model.is_gguf()) {  // the shapes' table is a comparison; the file's own bytes are its tensor infos
     std::erase_if(p.shapes.notes, [](const std::string& n) { return n.find("torch_dtype") != std::string::npos; });
     p.shapes.files_check = "not compared: a GGUF stores each tensor in its own type (tensor infos above)";
   }
@@ -238,7 +211,7 @@ Plan plan_model(const PlanRequest& request) {
     }
   }
   p.recommendation = recommend(p);
-  p.gates = read_gates(paths, request.chat_template);
+  p.gates = read_gates(model, request.chat_template);
   p.warnings.insert(p.warnings.begin(), p.weights.warnings.begin(), p.weights.warnings.end());
   if (p.shapes.matches_files == false) {
     p.warnings.push_back("the weights computed from config.json's shapes are not the files': " + p.shapes.files_check);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/arch/model_source.h"
 #include "keel/plan/active_weights.h"
 #include "keel/plan/attention_layout.h"
 #include "keel/plan/kv_presets.h"
@@ -23,7 +24,6 @@
 namespace keel::plan {
 
 struct PlanRequest {
-  std::filesystem::path model;             // a model folder, or the config.json inside one
   std::optional<int64_t> context;          // tokens; default: the model's max_position_embeddings
   KvPreset policy = KvPreset::Auto;
   std::optional<double> memory_gib;        // the ceiling; default: a share of this machine's RAM
@@ -86,8 +86,9 @@ struct Plan {
   const PresetPlan& preset(KvPreset policy) const;
 };
 
-// Throws keel::Error naming the file and key when the config cannot be planned.
-Plan plan_model(const PlanRequest& request);
+// `model` as arch::resolve_model found it (a folder, its config.json, or a GGUF model). Throws
+// keel::Error naming the file and key when the config cannot be planned.
+Plan plan_model(const arch::ModelSource& model, const PlanRequest& request);
 
 // For `serve`: throws keel::Error with the plan in the message unless the requested context fits
 // under the requested policy (or, for auto, under some preset).

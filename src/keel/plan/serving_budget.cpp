@@ -20,18 +20,18 @@ bool is_preset_name(const std::string& text) {
 
 }  // namespace
 
-ServingBudget serving_budget(ServingRequest request) {
+ServingBudget serving_budget(const arch::ModelSource& model, ServingRequest request) {
   PlanRequest& pr = request.plan;
   const bool preset = is_preset_name(request.kv_policy);
   pr.policy = preset ? parse_kv_preset(request.kv_policy) : KvPreset::Full;
   const kv::KvPolicy explicit_policy = preset ? kv::KvPolicy() : kv::KvPolicy::parse(request.kv_policy);
 
-  Plan p = plan_model(pr);
+  Plan p = plan_model(model, pr);
   if (!pr.context && p.max_context && *p.max_context > kDefaultServeContext) {
     pr.context = kDefaultServeContext;
-    p = plan_model(pr);
+    p = plan_model(model, pr);
   }
-  const ModelSpec spec = arch::load_runnable_spec(p.config_path);
+  const ModelSpec spec = arch::runnable_spec(model);
   // Positions past the model's limit were never trained (and its RoPE tables end there): a context
   // beyond it would accept conversations the model cannot read.
   if (pr.context && *pr.context > spec.max_position)

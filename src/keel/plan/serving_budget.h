@@ -19,7 +19,7 @@ inline constexpr int64_t kDefaultServeContext = 32768;
 inline constexpr int64_t kTokensPerParallelTurn = 4096;
 
 struct ServingRequest {
-  PlanRequest plan;                    // model, memory_gib, context (policy is set from kv_policy)
+  PlanRequest plan;                    // memory_gib, context (policy is set from kv_policy)
   std::string kv_policy = "auto";      // a preset name, or a policy spec (kv::KvPolicy::parse)
   std::optional<double> kv_memory_gib;  // --kv-memory: the pool's size, instead of what is left
   int64_t prefill_chunk = 512;         // tokens of the largest pass (the scheduler's chunk)
@@ -37,6 +37,6 @@ struct ServingBudget {
 // Throws keel::Error, with the reason and what to change, when the model and context cannot be
 // served: `auto` takes the most precise preset that fits; a named preset or a spec must fit by
 // itself; the pool must hold at least one whole context at its peak.
-ServingBudget serving_budget(ServingRequest request);
+ServingBudget serving_budget(const arch::ModelSource& model, ServingRequest request);
 
 }  // namespace keel::plan

@@ -150,19 +150,18 @@ WeightInventory inventory_weights(const fs::path& dir, const ConfigView& config)
   return inv;
 }
 
-WeightInventory inventory_gguf_weights(const std::vector<fs::path>& shards) {
+WeightInventory inventory_gguf_weights(const std::vector<std::shared_ptr<const gguf::File>>& shards) {
   WeightInventory inv;
   std::map<std::string, uint64_t> by_type;
   uint64_t total = 0;
-  for (const fs::path& shard : shards) {
-    const gguf::File f(shard);
-    for (const gguf::Tensor& t : f.header().tensors) {
+  for (const auto& shard : shards) {
+    for (const gguf::Tensor& t : shard->header().tensors) {
       by_type[std::string(t.type->name)] += t.bytes;
       inv.tensors.emplace_back(t.name, t.bytes);
       inv.tensor_names.push_back(t.name);
       total += t.bytes;
     }
-    inv.counted_files.push_back(shard);
+    inv.counted_files.push_back(shard->path());
   }
   inv.bytes = total;
   inv.bytes_source = shards.size() == 1 ? "the GGUF's tensor infos"

@@ -7,12 +7,14 @@
 // plain value the caller owns: any thread.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "keel/model/config_view.h"
+#include "keel/model/gguf_file.h"
 #include "keel/plan/weight_format.h"
 
 namespace keel::plan {
@@ -37,8 +39,7 @@ struct WeightInventory {
 // naming the file.
 WeightInventory inventory_weights(const std::filesystem::path& dir, const ConfigView& config);
 
-// A GGUF model's shards (gguf::shard_paths): the bytes of every tensor info, by ggml type. Throws
-// keel::Error for an unreadable or damaged file, naming it.
-WeightInventory inventory_gguf_weights(const std::vector<std::filesystem::path>& shards);
+// A GGUF model's mapped shards (ModelFiles::gguf): the bytes of every tensor info, by ggml type.
+WeightInventory inventory_gguf_weights(const std::vector<std::shared_ptr<const gguf::File>>& shards);
 
 }  // namespace keel::plan
