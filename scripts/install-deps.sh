@@ -12,6 +12,7 @@ packages=(
   libhwy-dev              # portable SIMD with runtime dispatch
   libgtest-dev libgmock-dev
   libbenchmark-dev
+  clang                   # only reads sources: the thread-safety analysis test (util/thread_annotations.h)
   haproxy                 # the balancer of deploy/haproxy (replicas with session affinity) and its tests
 )
 

@@ -110,7 +110,7 @@ KvDiskTier::KvDiskTier(const KvDiskOptions& options, uint64_t namespace_key, con
 
 KvDiskTier::~KvDiskTier() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -120,7 +120,7 @@ KvDiskTier::~KvDiskTier() {
 bool KvDiskTier::store(KvDiskBlock block, Queue queue) {
   const std::string name = kv_disk_file_name(block.id.hash, block.id.check);
   const int64_t bytes = block.row_bytes();
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (queue == Queue::IfRoom && queue_bytes_ > 0 && queue_bytes_ + bytes > queue_cap_) {
     ++stats_.dropped;
     return false;
@@ -135,7 +135,7 @@ bool KvDiskTier::store(KvDiskBlock block, Queue queue) {
 }
 
 bool KvDiskTier::room_for_copy(int64_t bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (queue_bytes_ == 0 || queue_bytes_ + bytes <= queue_cap_) return true;
   ++stats_.dropped;
   return false;
@@ -144,7 +144,7 @@ bool KvDiskTier::room_for_copy(int64_t bytes) {
 std::optional<KvDiskBlock> KvDiskTier::load(const KvDiskBlockId& id) {
   const std::string name = kv_disk_file_name(id.hash, id.check);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = pending_.find(name); it != pending_.end() && it->second->id == id) {
       ++stats_.hits;
       stats_.hit_bytes += it->second->row_bytes();
@@ -155,7 +155,7 @@ std::optional<KvDiskBlock> KvDiskTier::load(const KvDiskBlockId& id) {
   bool too_big = false;
   const std::optional<std::vector<uint8_t>> file = read_whole(path, max_file_bytes_, too_big);
   if (!file) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.misses;
     unindex_locked(folder_key_ + name);  // removed behind our back: contains() says so from now on
     return std::nullopt;
@@ -168,7 +168,7 @@ std::optional<KvDiskBlock> KvDiskTier::load(const KvDiskBlockId& id) {
   }
   int64_t stamp;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.hits;
     stats_.hit_bytes += block.row_bytes();
     stamp = next_stamp_locked();
@@ -182,24 +182,24 @@ std::optional<KvDiskBlock> KvDiskTier::load(const KvDiskBlockId& id) {
 void KvDiskTier::refuse(const std::filesystem::path& path, const std::string& key, KvDiskDecode why) {
   std::error_code ec;
   std::filesystem::remove(path, ec);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++(why == KvDiskDecode::Mismatched ? stats_.mismatched : stats_.corrupt);
   unindex_locked(key);
 }
 
 bool KvDiskTier::contains(uint64_t hash, uint64_t check) const {
   const std::string name = kv_disk_file_name(hash, check);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return pending_.contains(name) || files_.contains(folder_key_ + name);
 }
 
 void KvDiskTier::flush() {
-  std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] { return queue_.empty() && writing_ == 0; });
+  MutexLock lock(mu_);
+  changed_.wait(lock, [&]() KEEL_REQUIRES(mu_) { return queue_.empty() && writing_ == 0; });
 }
 
 KvDiskStats KvDiskTier::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KvDiskStats s = stats_;
   s.files = static_cast<int64_t>(files_.size());
   s.pending = static_cast<int64_t>(queue_.size()) + writing_;
@@ -208,9 +208,9 @@ KvDiskStats KvDiskTier::stats() const {
 }
 
 void KvDiskTier::run_writer() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    changed_.wait(lock, [&]() KEEL_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) break;  // stopping, and everything is written
     auto [name, block] = std::move(queue_.front());
     queue_.pop_front();
@@ -235,7 +235,7 @@ void KvDiskTier::write_file(const std::string& name, const KvDiskBlock& block) {
   bool ok = fd >= 0 && write_all(fd, bytes);
   if (fd >= 0) ok = ::close(fd) == 0 && ok;
   if (ok) ok = ::rename(temp.c_str(), path.c_str()) == 0;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!ok) {
     std::error_code ec;
     std::filesystem::remove(temp, ec);

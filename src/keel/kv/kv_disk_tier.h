@@ -21,7 +21,6 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,6 +31,7 @@
 #include "keel/kv/kv_block_layout.h"
 #include "keel/kv/kv_disk_block.h"
 #include "keel/kv/kv_disk_stats.h"
+#include "keel/util/thread_annotations.h"
 
 namespace keel::kv {
 
@@ -87,10 +87,10 @@ class KvDiskTier {
   void run_writer();
   void write_file(const std::string& name, const KvDiskBlock& block);
   // Under mu_.
-  int64_t next_stamp_locked();
-  void index_locked(const std::string& key, int64_t bytes, int64_t stamp);
-  void unindex_locked(const std::string& key);
-  void evict_to_cap_locked();
+  int64_t next_stamp_locked() KEEL_REQUIRES(mu_);
+  void index_locked(const std::string& key, int64_t bytes, int64_t stamp) KEEL_REQUIRES(mu_);
+  void unindex_locked(const std::string& key) KEEL_REQUIRES(mu_);
+  void evict_to_cap_locked() KEEL_REQUIRES(mu_);
   void refuse(const std::filesystem::path& path, const std::string& key, KvDiskDecode why);
 
   const std::filesystem::path root_;
@@ -102,17 +102,17 @@ class KvDiskTier {
   const int64_t queue_cap_;
   const int64_t max_file_bytes_;
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  std::deque<std::pair<std::string, Pending>> queue_;   // names to write, oldest first
-  std::unordered_map<std::string, Pending> pending_;    // queued or being written, by name
-  int64_t queue_bytes_ = 0;
-  int64_t writing_ = 0;  // jobs taken by the writer and not yet done
-  bool stopping_ = false;
-  std::unordered_map<std::string, Entry> files_;
-  std::set<std::pair<int64_t, std::string>> lru_;  // (stamp, key), oldest first
-  int64_t last_stamp_ = 0;
-  KvDiskStats stats_;
+  mutable Mutex mu_;
+  std::condition_variable_any changed_;
+  std::deque<std::pair<std::string, Pending>> queue_ KEEL_GUARDED_BY(mu_);  // names to write, oldest first
+  std::unordered_map<std::string, Pending> pending_ KEEL_GUARDED_BY(mu_);   // queued or being written, by name
+  int64_t queue_bytes_ KEEL_GUARDED_BY(mu_) = 0;
+  int64_t writing_ KEEL_GUARDED_BY(mu_) = 0;  // jobs taken by the writer and not yet done
+  bool stopping_ KEEL_GUARDED_BY(mu_) = false;
+  std::unordered_map<std::string, Entry> files_ KEEL_GUARDED_BY(mu_);
+  std::set<std::pair<int64_t, std::string>> lru_ KEEL_GUARDED_BY(mu_);  // (stamp, key), oldest first
+  int64_t last_stamp_ KEEL_GUARDED_BY(mu_) = 0;
+  KvDiskStats stats_ KEEL_GUARDED_BY(mu_);
 
   std::thread writer_;  // last: starts once everything above exists
 };

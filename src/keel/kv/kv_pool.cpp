@@ -50,7 +50,7 @@ KvPool::KvPool(const ModelSpec& spec, int64_t budget_bytes, KvPolicy policy, boo
 
 KvPool::~KvPool() {
   if (!disk_) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [key, block] : blocks_)
     if (block->cached) offer_to_disk_locked(*block, true);
   // disk_ goes first of the members: its destructor writes what is still queued.
@@ -83,7 +83,7 @@ std::vector<KvDiskBlockId> KvPool::block_chain(std::span<const int32_t> tokens, 
 }
 
 KvPool::CachedBlocks KvPool::cached_blocks() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   CachedBlocks out;
   out.seq = events_.last_seq();
   out.hashes.reserve(cached_.size());
@@ -92,7 +92,7 @@ KvPool::CachedBlocks KvPool::cached_blocks() const {
 }
 
 std::optional<std::vector<KvBlockEvent>> KvPool::events_since(uint64_t after, size_t limit) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return events_.since(after, limit);
 }
 
@@ -108,7 +108,7 @@ int64_t KvPool::cached_prefix_bound(std::span<const int32_t> tokens, std::span<c
   const std::vector<KvDiskBlockId> chain = block_chain(tokens, roles, cache_salt);
   size_t b = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const KvBlock* parent = nullptr;
     for (; b < chain.size(); ++b) {
       const KvDiskBlockId& id = chain[b];
@@ -127,7 +127,7 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
   std::unique_ptr<KvSequence> seq(new KvSequence(*this, cache_salt));
 
   KvBlock* parent = nullptr;
-  auto reuse = [&](KvBlock* block) {
+  auto reuse = [&](KvBlock* block) KEEL_REQUIRES(mu_) {
     hold_locked(*block);
     ++block->full_pins;  // pinned_from_ == 0: the first forward pass settles which rows stay
     for (int64_t g = 0; g < layout_.group_count(); ++g)
@@ -136,7 +136,7 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
     seq->blocks_.push_back(block);
     parent = block;
   };
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (const int64_t live = layout_.linear().live_bytes()) {  // the sequence's recurrent state counts too
     reserve_locked(static_cast<size_t>(live));
     used_ += live;
@@ -184,6 +184,7 @@ std::unique_ptr<KvSequence> KvPool::open(std::span<const int32_t> tokens, std::s
   seq->ids_.assign(tokens.begin(), tokens.begin() + matched);
   seq->roles_.assign(roles.begin(), roles.begin() + matched);
   seq->size_ = matched;
+  seq->pool_.mu_.assert_held();  // seq->pool_ is *this
   seq->cut_locked(seq->resume_linear_locked(seq->longest_exact_prefix_locked(matched)));
   (seq->size_ > 0 ? prefix_hits_ : prefix_misses_) += 1;
   reused_tokens_ += seq->size_;
@@ -259,7 +260,7 @@ KvBlock* KvPool::adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent) {
 }
 
 KvPoolStats KvPool::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KvPoolStats s;
   s.budget_bytes = budget_;
   s.used_bytes = used_;
@@ -321,7 +322,7 @@ void KvPool::reserve_locked(size_t bytes) {
 
 void KvPool::make_room(int64_t bytes) {
   if (bytes <= 0) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   reserve_locked(static_cast<size_t>(bytes));
 }
 
@@ -536,7 +537,7 @@ void KvPool::insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent
 
 void KvPool::offer_published_to_disk() {
   if (!disk_) return;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   // In publishing order: should the queue fill up, the chain's first blocks, which every reuse
   // needs, are the ones written.
   while (!disk_offers_.empty()) {

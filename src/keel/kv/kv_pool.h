@@ -40,7 +40,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
@@ -54,10 +53,12 @@
 #include "keel/kv/kv_events.h"
 #include "keel/kv/kv_policy.h"
 #include "keel/kv/kv_pool_stats.h"
-#include "keel/kv/kv_sequence.h"
 #include "keel/model/model_spec.h"
+#include "keel/util/thread_annotations.h"
 
 namespace keel::kv {
+
+class KvSequence;
 
 class KvPool {
  public:
@@ -124,50 +125,54 @@ class KvPool {
  private:
   friend class KvSequence;
 
-  // Everything below runs with mu_ held.
-  KvBlock* new_block_locked();  // private, full-precision rows allocated, held and pinned once
-  KvBlock* copy_block_locked(const KvBlock& src);  // a private copy of src's full-precision rows
-  void reserve_locked(size_t bytes);  // evicts least-recently-used cached blocks, or throws CapacityError
-  void add_bytes_locked(KvFormat format, int64_t delta);
-  void free_rows_locked(std::vector<uint8_t>& rows, KvFormat format);
+  // The *_locked members run with mu_ held (KEEL_REQUIRES: clang checks every caller).
+  KvBlock* new_block_locked() KEEL_REQUIRES(mu_);  // private, full-precision rows allocated, held and pinned once
+  KvBlock* copy_block_locked(const KvBlock& src) KEEL_REQUIRES(mu_);  // a private copy of src's full-precision rows
+  // Evicts least-recently-used cached blocks, or throws CapacityError.
+  void reserve_locked(size_t bytes) KEEL_REQUIRES(mu_);
+  void add_bytes_locked(KvFormat format, int64_t delta) KEEL_REQUIRES(mu_);
+  void free_rows_locked(std::vector<uint8_t>& rows, KvFormat format) KEEL_REQUIRES(mu_);
   // A group's quantized rows of a block of `format` (K and V counted in their own forms).
-  void add_quantized_bytes_locked(int64_t group, KvFormat format, const std::vector<uint8_t>& rows, int sign);
-  void free_quantized_locked(int64_t group, KvFormat format, std::vector<uint8_t>& rows);
-  void quantize_layer_locked(KvBlock& block, int64_t layer);
-  void drop_full_if_unneeded_locked(KvBlock& block);
-  void pin_window_locked(KvBlock& block, int64_t group) { ++block.groups[static_cast<size_t>(group)].window_pins; }
-  void unpin_window_locked(KvBlock& block, int64_t group);  // the last pin frees the group's rows
-  void free_window_rows_locked(KvBlock& block, int64_t group);
-  void hold_locked(KvBlock& block);
-  void release_locked(KvBlock& block);
-  void settle_locked(KvBlock& block);  // unreferenced: evictable if cached, else freed
+  void add_quantized_bytes_locked(int64_t group, KvFormat format, const std::vector<uint8_t>& rows, int sign)
+      KEEL_REQUIRES(mu_);
+  void free_quantized_locked(int64_t group, KvFormat format, std::vector<uint8_t>& rows) KEEL_REQUIRES(mu_);
+  void quantize_layer_locked(KvBlock& block, int64_t layer) KEEL_REQUIRES(mu_);
+  void drop_full_if_unneeded_locked(KvBlock& block) KEEL_REQUIRES(mu_);
+  void pin_window_locked(KvBlock& block, int64_t group) KEEL_REQUIRES(mu_) {
+    ++block.groups[static_cast<size_t>(group)].window_pins;
+  }
+  void unpin_window_locked(KvBlock& block, int64_t group) KEEL_REQUIRES(mu_);  // the last pin frees the group's rows
+  void free_window_rows_locked(KvBlock& block, int64_t group) KEEL_REQUIRES(mu_);
+  void hold_locked(KvBlock& block) KEEL_REQUIRES(mu_);
+  void release_locked(KvBlock& block) KEEL_REQUIRES(mu_);
+  void settle_locked(KvBlock& block) KEEL_REQUIRES(mu_);  // unreferenced: evictable if cached, else freed
   static bool evictable(const KvBlock& b) { return b.cached && b.holders == 0 && b.children == 0; }
-  void unpin_locked(KvBlock& block);
-  void touch_locked(KvBlock& block) { block.last_use = ++clock_; }
-  void evict_locked(KvBlock& block);
-  void destroy_locked(KvBlock& block);
+  void unpin_locked(KvBlock& block) KEEL_REQUIRES(mu_);
+  void touch_locked(KvBlock& block) KEEL_REQUIRES(mu_) { block.last_use = ++clock_; }
+  void evict_locked(KvBlock& block) KEEL_REQUIRES(mu_);
+  void destroy_locked(KvBlock& block) KEEL_REQUIRES(mu_);
   // A block's recurrent-state snapshot: allocated (counted; may evict, or throw CapacityError) and dropped.
-  void allocate_state_locked(KvBlock& block);
-  void drop_state_locked(KvBlock& block);
+  void allocate_state_locked(KvBlock& block) KEEL_REQUIRES(mu_);
+  void drop_state_locked(KvBlock& block) KEEL_REQUIRES(mu_);
   KvBlock* find_cached_locked(uint64_t hash, const KvBlock* parent, std::span<const int32_t> tokens, KvFormat format,
-                              uint64_t cache_salt) const;
+                              uint64_t cache_salt) const KEEL_REQUIRES(mu_);
   // Each whole block of `tokens` (never the last token) as the chains name it: hash, check, format.
   std::vector<KvDiskBlockId> block_chain(std::span<const int32_t> tokens, std::span<const chat::Role> roles,
                                          uint64_t cache_salt) const;
   void insert_cached_locked(KvBlock& block, uint64_t hash, KvBlock* parent, std::span<const int32_t> tokens,
-                            uint64_t cache_salt);
+                            uint64_t cache_salt) KEEL_REQUIRES(mu_);
   bool rotated(KvFormat format) const;
   // The disk tier's form of a cached block; take_rows moves its rows out (it is being evicted).
-  KvDiskBlock disk_block_locked(KvBlock& block, bool take_rows);
+  KvDiskBlock disk_block_locked(KvBlock& block, bool take_rows) KEEL_REQUIRES(mu_);
   // Queues the block for the disk unless the folder has it: a copy if it stays (take_rows false,
   // dropped when the queue is full), else its rows.
-  void offer_to_disk_locked(KvBlock& block, bool take_rows);
+  void offer_to_disk_locked(KvBlock& block, bool take_rows) KEEL_REQUIRES(mu_);
   // Copies the blocks published since the last call to the disk tier, taking the lock for one
   // block at a time (KvSequence::publish, after it let the lock go).
-  void offer_published_to_disk();
+  void offer_published_to_disk() KEEL_EXCLUDES(mu_);
   // A cached block made from what the disk tier read, its bytes counted (throws CapacityError
   // before changing anything when the budget cannot take them).
-  KvBlock* adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent);
+  KvBlock* adopt_disk_block_locked(KvDiskBlock&& data, KvBlock* parent) KEEL_REQUIRES(mu_);
 
   const ModelSpec spec_;
   const KvBlockLayout layout_;
@@ -178,22 +183,28 @@ class KvPool {
   const uint64_t chain_root_;
   const int64_t state_interval_;
 
-  mutable std::mutex mu_;
-  std::unordered_map<const KvBlock*, std::unique_ptr<KvBlock>> blocks_;  // every live block
-  std::unordered_multimap<uint64_t, KvBlock*> cached_;                  // by chain hash
-  std::set<std::pair<uint64_t, KvBlock*>> evictable_;                   // by LRU stamp
-  uint64_t clock_ = 0;
-  int64_t used_ = 0;
-  std::array<int64_t, kKvFormatCount> bytes_by_format_{};
-  int64_t state_bytes_ = 0, state_snapshots_ = 0;
-  int64_t prefix_hits_ = 0, prefix_misses_ = 0, reused_tokens_ = 0, evictions_ = 0;
-  int64_t quantizations_ = 0, requantizations_ = 0, disk_reused_blocks_ = 0;
-  KvEventLog events_;  // blocks entering and leaving cached_
+  mutable Mutex mu_;
+  std::unordered_map<const KvBlock*, std::unique_ptr<KvBlock>> blocks_ KEEL_GUARDED_BY(mu_);  // every live block
+  std::unordered_multimap<uint64_t, KvBlock*> cached_ KEEL_GUARDED_BY(mu_);                  // by chain hash
+  std::set<std::pair<uint64_t, KvBlock*>> evictable_ KEEL_GUARDED_BY(mu_);                   // by LRU stamp
+  uint64_t clock_ KEEL_GUARDED_BY(mu_) = 0;
+  int64_t used_ KEEL_GUARDED_BY(mu_) = 0;
+  std::array<int64_t, kKvFormatCount> bytes_by_format_ KEEL_GUARDED_BY(mu_){};
+  int64_t state_bytes_ KEEL_GUARDED_BY(mu_) = 0, state_snapshots_ KEEL_GUARDED_BY(mu_) = 0;
+  int64_t prefix_hits_ KEEL_GUARDED_BY(mu_) = 0, prefix_misses_ KEEL_GUARDED_BY(mu_) = 0;
+  int64_t reused_tokens_ KEEL_GUARDED_BY(mu_) = 0, evictions_ KEEL_GUARDED_BY(mu_) = 0;
+  int64_t quantizations_ KEEL_GUARDED_BY(mu_) = 0, requantizations_ KEEL_GUARDED_BY(mu_) = 0;
+  int64_t disk_reused_blocks_ KEEL_GUARDED_BY(mu_) = 0;
+  KvEventLog events_ KEEL_GUARDED_BY(mu_);  // blocks entering and leaving cached_
 
   // Published blocks not yet offered to the disk tier (offer_published_to_disk), with their hashes:
   // one evicted meanwhile is gone from blocks_ (its rows were queued when it went).
-  std::deque<std::pair<KvBlock*, uint64_t>> disk_offers_;
+  std::deque<std::pair<KvBlock*, uint64_t>> disk_offers_ KEEL_GUARDED_BY(mu_);
   std::unique_ptr<KvDiskTier> disk_;  // null without a disk tier; thread-safe on its own
 };
 
 }  // namespace keel::kv
+
+// KvSequence's lock annotations name KvPool's mutex, so its class needs KvPool's first; whoever
+// includes this header gets both.
+#include "keel/kv/kv_sequence.h"

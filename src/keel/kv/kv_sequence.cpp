@@ -23,7 +23,7 @@ KvSequence::KvSequence(KvPool& pool, uint64_t cache_salt)
 }
 
 KvSequence::~KvSequence() {
-  std::lock_guard lock(pool_.mu_);
+  MutexLock lock(pool_.mu_);
   release_from_locked(0);
   if (live_state_counted_) {
     pool_.used_ -= pool_.layout().linear().live_bytes();
@@ -53,7 +53,7 @@ int64_t KvSequence::prepare_pass() {
   const auto n = static_cast<int64_t>(ids_.size()) - size_;
   if (n <= 0) return 0;
   const KvBlockLayout& layout = pool_.layout();
-  std::lock_guard lock(pool_.mu_);
+  MutexLock lock(pool_.mu_);
   while (static_cast<int64_t>(blocks_.size()) < blocks_for_tokens(size_ + n)) blocks_.push_back(pool_.new_block_locked());
   // The recurrent-state snapshots the pass will write, allocated now so the pass cannot run out.
   if (!linear_.empty())
@@ -120,7 +120,7 @@ void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* 
                                            static_cast<int64_t>(blocks_.size()));
   int64_t& done = quantized_upto_[static_cast<size_t>(layer)];
   if (done < target) {
-    std::lock_guard lock(pool_.mu_);
+    MutexLock lock(pool_.mu_);
     const int64_t lower = sliding_start_block(pos, layout.group(g).window);
     for (; done < target; ++done) {
       KvBlock& q = *blocks_[static_cast<size_t>(done)];
@@ -204,7 +204,7 @@ void KvSequence::attend(int64_t layer, int64_t kv_head, std::span<const ops::Att
 
 void KvSequence::set_size(int64_t n) {
   if (n < 0 || n > capacity()) throw Error("KV cache size " + std::to_string(n) + " out of range");
-  std::lock_guard lock(pool_.mu_);
+  MutexLock lock(pool_.mu_);
   if (n > size_) {
     if (pool_.layout().group_count() == 0)  // no layer stores rows (only linear ones): blocks carry ids and snapshots
       while (static_cast<int64_t>(blocks_.size()) < blocks_for_tokens(n)) blocks_.push_back(pool_.new_block_locked());
@@ -285,7 +285,7 @@ void KvSequence::allocate_state_locked(int64_t pos) {
 float* KvSequence::linear_snapshot(int64_t layer, int64_t pos) {
   const int64_t i = pool_.layout().linear().index_of(layer);
   if (i < 0 || !wants_state_at(pos) || pos <= size_) return nullptr;
-  std::lock_guard lock(pool_.mu_);
+  MutexLock lock(pool_.mu_);
   const auto b = static_cast<size_t>(pos / kKvBlockTokens - 1);
   if (b >= blocks_.size() || blocks_[b]->state.empty())
     throw InternalError("no state snapshot at position " + std::to_string(pos) + ": call prepare_pass() before the pass");
@@ -343,7 +343,7 @@ int64_t KvSequence::resume_linear_locked(int64_t m) {
 
 int64_t KvSequence::trim(int64_t n) {
   if (n < 0) throw Error("KV trim to a negative size");
-  std::lock_guard lock(pool_.mu_);
+  MutexLock lock(pool_.mu_);
   if (n >= size_) {
     ids_.resize(std::min(ids_.size(), static_cast<size_t>(n)));
     roles_.resize(ids_.size());
@@ -472,7 +472,7 @@ KvFormat KvSequence::final_format_locked(int64_t block) {
 }
 
 void KvSequence::keep_window_for_branch() {
-  std::lock_guard lock(pool_.mu_);
+  MutexLock lock(pool_.mu_);
   // Full precision: the rows this sequence still pins (the recent window at size() and one more).
   for (size_t i = 0; i < blocks_.size(); ++i) {
     KvBlock& block = *blocks_[i];
@@ -521,7 +521,7 @@ void KvSequence::publish() {
 }
 
 void KvSequence::publish_locked_scope() {
-  std::lock_guard lock(pool_.mu_);
+  MutexLock lock(pool_.mu_);
   const KvBlockLayout& layout = pool_.layout();
   const auto complete = static_cast<size_t>(size_ / kKvBlockTokens);
   KvBlock* parent = nullptr;

@@ -16,10 +16,10 @@
 #include "keel/chat/chat_roles.h"
 #include "keel/kv/kv_block.h"
 #include "keel/kv/kv_cache.h"
+#include "keel/kv/kv_pool.h"
+#include "keel/util/thread_annotations.h"
 
 namespace keel::kv {
-
-class KvPool;
 
 class KvSequence final : public KvCache {
  public:
@@ -87,24 +87,24 @@ class KvSequence final : public KvCache {
   friend class KvPool;
   KvSequence(KvPool& pool, uint64_t cache_salt);
 
-  void publish_locked_scope();  // publish() under the pool's mutex, but the disk copies
+  void publish_locked_scope() KEEL_EXCLUDES(pool_.mu_);  // publish() under the pool's mutex, but the disk copies
 
-  // Under the pool's mutex.
-  int64_t longest_exact_prefix_locked(int64_t n) const;
-  void cut_locked(int64_t m);
-  KvFormat final_format_locked(int64_t block);
-  void release_from_locked(size_t first_block);
+  // The *_locked members run with the pool's mutex held.
+  int64_t longest_exact_prefix_locked(int64_t n) const KEEL_REQUIRES(pool_.mu_);
+  void cut_locked(int64_t m) KEEL_REQUIRES(pool_.mu_);
+  KvFormat final_format_locked(int64_t block) KEEL_REQUIRES(pool_.mu_);
+  void release_from_locked(size_t first_block) KEEL_REQUIRES(pool_.mu_);
   // Linear-attention layers: the largest p <= m they can resume at exactly (m inside the live tile,
   // else the latest ready snapshot, else 0), and putting their state there. m itself without them.
-  int64_t linear_resume_point_locked(int64_t m) const;
-  int64_t resume_linear_locked(int64_t m);
+  int64_t linear_resume_point_locked(int64_t m) const KEEL_REQUIRES(pool_.mu_);
+  int64_t resume_linear_locked(int64_t m) KEEL_REQUIRES(pool_.mu_);
   // Whether a snapshot is made at tile boundary `pos` (KvPool's rules), whether it stays while the
   // sequence moves on (an interval one, or the preamble's end), and the block's, allocated.
   bool wants_state_at(int64_t pos) const;
   bool kept_state_at(int64_t pos) const;
-  void allocate_state_locked(int64_t pos);
+  void allocate_state_locked(int64_t pos) KEEL_REQUIRES(pool_.mu_);
   // After a pass reached n: snapshots at or before n are ready; older rolling ones go.
-  void settle_states_locked(int64_t n);
+  void settle_states_locked(int64_t n) KEEL_REQUIRES(pool_.mu_);
 
   KvPool& pool_;
   const uint64_t cache_salt_;
