@@ -69,8 +69,8 @@ std::optional<fs::path> gguf_in_folder(const fs::path& dir) {
 }
 
 // Maps every shard; each says which it is, so a renamed or mixed-up file is not read as another's part.
-std::vector<std::shared_ptr<const gguf::File>> map_shards(const fs::path& first) {
-  const std::vector<fs::path> paths = shard_paths(first);
+std::vector<std::shared_ptr<const gguf::File>> map_shards(const fs::path& shard) {
+  const std::vector<fs::path> paths = shard_paths(shard);
   std::vector<std::shared_ptr<const gguf::File>> files;
   for (const auto& p : paths) files.push_back(std::make_shared<const gguf::File>(p));
   for (size_t i = 0; i < files.size() && files.size() > 1; ++i) {
@@ -84,34 +84,37 @@ std::vector<std::shared_ptr<const gguf::File>> map_shards(const fs::path& first)
   return files;
 }
 
-ModelFiles gguf_model(const fs::path& named) {
+// `shard`: any shard of the model, or its only file.
+ModelFiles gguf_model(const fs::path& shard) {
   ModelFiles files;
-  files.gguf = map_shards(named);
-  files.path = fs::weakly_canonical(files.gguf.front()->path());
+  files.gguf = map_shards(shard);
+  files.path = files.gguf.front()->path();
   return files;
 }
 
 }  // namespace
 
-ModelFiles find_model_files(const fs::path& model) {
+ModelFiles find_model_files(const fs::path& named) {
   std::error_code ec;
-  if (!fs::exists(model, ec)) throw Error(model.string() + ": no such model folder or file");
+  if (!fs::exists(named, ec)) throw Error(named.string() + ": no such model folder or file");
+  // Absolute from here on: logs, /health and errors name the files wherever keel was started.
+  const fs::path model = fs::weakly_canonical(named);
   if (!fs::is_directory(model, ec)) {
     if (is_gguf_file(model)) return gguf_model(model);
     ModelFiles files;  // a config.json named by itself: its folder holds the weights
-    files.config_json = fs::weakly_canonical(model);
-    files.path = files.config_json.parent_path();
+    files.config_json = model;
+    files.path = model.parent_path();
     return files;
   }
   // A folder with config.json is a Hugging Face / MLX folder, whatever else it holds.
   if (fs::is_regular_file(model / "config.json", ec)) {
     ModelFiles files;
-    files.path = fs::weakly_canonical(model);
-    files.config_json = files.path / "config.json";
+    files.path = model;
+    files.config_json = model / "config.json";
     return files;
   }
   if (auto first = gguf_in_folder(model)) return gguf_model(*first);
-  throw Error(model.string() +
+  throw Error(named.string() +
               ": no config.json in this folder, and no .gguf file (pass a model folder, its config.json, or a GGUF model)");
 }
 
