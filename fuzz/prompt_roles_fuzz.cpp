@@ -68,7 +68,7 @@ std::string as_text(std::string_view in) {
       out.append(in.substr(i, len));
       i += len;
     } else {
-      keel::utf8::append(out, b % 3 == 0 ? char32_t{0x1161 + b % 21} : char32_t{0x300 + b % 0x70});
+      keel::utf8::append(out, static_cast<char32_t>(b % 3 == 0 ? 0x1161 + b % 21 : 0x300 + b % 0x70));
       ++i;
     }
   }
