@@ -70,7 +70,7 @@ TEST_F(BrokenModel, IntactFolderLoads) { EXPECT_EQ(arch::load_model(dir()).layer
 
 TEST_F(BrokenModel, MissingConfig) {
   fs::remove(dir() / "config.json");
-  expect_failure({"config.json", "not found"});
+  expect_failure({"no config.json in this folder"});
 }
 
 TEST_F(BrokenModel, MissingWeights) {
