@@ -146,24 +146,33 @@ TEST(ClientMatrix, QwenCodeRunsAToolThroughChatCompletions) {
   env.push_back("OPENAI_API_KEY=local");
   env.push_back("OPENAI_MODEL=keel");
   env.push_back("QWEN_CODE_SUPPRESS_YOLO_WARNING=1");
-  const ProcessResult run =
-      run_process({install.node.string(), (install.node_modules / ".bin" / "qwen").string(), "--yolo",
-                   "--output-format", "stream-json", "List the files here."},
-                  env, s.project, std::chrono::seconds(300));
-  std::cout << "qwen: " << run.seconds << " s\n" << s.requests();
-  ::testing::Test::RecordProperty("qwen_code_seconds", std::to_string(run.seconds));
-
-  bool called = false, listed = false;
+  ProcessResult run;
+  bool called = false, listed = false, empty_output = false;
   json result;
-  for (const json& e : json_lines(run.out)) {
-    const std::string type = e.value("type", "");
-    for (const json& block : e.value("message", json::object()).value("content", json::array())) {
-      if (type == "assistant" && block.value("type", "") == "tool_use" && block.value("name", "") == "run_shell_command")
-        called = true;
-      if (type == "user" && block.value("type", "") == "tool_result" && !block.value("is_error", true))
-        listed = listed || block.value("content", json("")).dump().find(kDecomposedFile) != std::string::npos;
+  // Under load, Qwen Code's shell tool now and then reports a command's output as "(empty)": its
+  // own race, after keel delivered the call (once in a full suite run, with another test beside
+  // it; 4 runs of 4 passed alone). Such a session runs once more; the checks below read the last.
+  for (int attempt = 0; attempt < 2 && (attempt == 0 || empty_output); ++attempt) {
+    run = run_process({install.node.string(), (install.node_modules / ".bin" / "qwen").string(), "--yolo",
+                       "--output-format", "stream-json", "List the files here."},
+                      env, s.project, std::chrono::seconds(300));
+    std::cout << "qwen: " << run.seconds << " s\n" << s.requests();
+    ::testing::Test::RecordProperty("qwen_code_seconds", std::to_string(run.seconds));
+    called = listed = empty_output = false;
+    for (const json& e : json_lines(run.out)) {
+      const std::string type = e.value("type", "");
+      for (const json& block : e.value("message", json::object()).value("content", json::array())) {
+        if (type == "assistant" && block.value("type", "") == "tool_use" && block.value("name", "") == "run_shell_command")
+          called = true;
+        if (type == "user" && block.value("type", "") == "tool_result" && !block.value("is_error", true)) {
+          const std::string content = block.value("content", json("")).dump();
+          listed = listed || content.find(kDecomposedFile) != std::string::npos;
+          empty_output = empty_output || content.find("Output: (empty)") != std::string::npos;
+        }
+      }
+      if (type == "result") result = e;
     }
-    if (type == "result") result = e;
+    if (empty_output) std::cout << "qwen: the shell tool reported no output\n" << describe(run);
   }
   EXPECT_EQ(run.exit_code, 0) << describe(run);
   EXPECT_TRUE(called) << "the run_shell_command call did not reach Qwen Code\n" << describe(run);
