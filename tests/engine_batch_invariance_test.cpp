@@ -10,6 +10,7 @@
 
 #include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
+#include "keel/engine/forward_loop.h"
 #include "keel/kv/kv_pool.h"
 #include "keel/model/weights.h"
 #include "test_support.h"
@@ -50,27 +51,24 @@ class Runner {
 
   bool done() const { return decoded_ >= script_.decode_steps && at_ >= static_cast<int64_t>(script_.ids.size()); }
 
-  // The segment of the next pass (its tokens appended to the sequence).
-  ForwardSegment next() {
+  // The sequence's share of the next pass.
+  SequencePass next() {
     const auto n = static_cast<int64_t>(script_.ids.size());
     if (at_ < n) {
       const int64_t len = std::min(script_.chunk, n - at_);
       tokens_.assign(script_.ids.begin() + at_, script_.ids.begin() + at_ + len);
-      std::vector<Role> roles(script_.roles.begin() + at_, script_.roles.begin() + at_ + len);
-      seq_->append_tokens(tokens_, roles);
+      roles_.assign(script_.roles.begin() + at_, script_.roles.begin() + at_ + len);
       at_ += len;
       row_ = len - 1;
     } else {
       // Greedy on the last logits: the sampled token depends on them, so a difference anywhere
       // before changes everything after.
       tokens_ = {static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin())};
-      const Role role = Role::assistant;
-      seq_->append_tokens(tokens_, std::span<const Role>(&role, 1));
+      roles_ = {Role::assistant};
       ++decoded_;
       row_ = 0;
     }
-    seq_->prepare_pass_alone();
-    return ForwardSegment{tokens_, seq_.get(), std::span<const int64_t>(&row_, 1), logits_.data()};
+    return SequencePass{seq_.get(), tokens_, roles_, std::span<const int64_t>(&row_, 1), logits_};
   }
 
   // After the pass: the step's logits join the record.
@@ -82,6 +80,7 @@ class Runner {
   std::unique_ptr<kv::KvSequence> seq_;
   std::vector<float> logits_;
   std::vector<int32_t> tokens_;
+  std::vector<Role> roles_;
   int64_t row_ = 0;
   int64_t at_ = 0;
   int decoded_ = 0;
@@ -91,8 +90,8 @@ class Runner {
 std::vector<float> run_alone(Transformer& model, kv::KvPool& pool, const Script& script) {
   Runner r(script, pool, model.spec().vocab_size);
   while (!r.done()) {
-    const ForwardSegment seg = r.next();
-    model.forward(std::span<const ForwardSegment>(&seg, 1));
+    const SequencePass pass = r.next();
+    run_pass(model, std::span(&pass, 1));
     r.record();
   }
   return r.history();
@@ -104,7 +103,7 @@ std::vector<std::vector<float>> run_batched(Transformer& model, kv::KvPool& pool
   std::vector<std::unique_ptr<Runner>> runners;
   for (const Script& s : scripts) runners.push_back(std::make_unique<Runner>(s, pool, model.spec().vocab_size));
   while (true) {
-    std::vector<ForwardSegment> batch;
+    std::vector<SequencePass> batch;
     std::vector<Runner*> in_batch;
     for (auto& r : runners)
       if (!r->done()) {
@@ -112,7 +111,7 @@ std::vector<std::vector<float>> run_batched(Transformer& model, kv::KvPool& pool
         in_batch.push_back(r.get());
       }
     if (batch.empty()) break;
-    model.forward(batch);
+    run_pass(model, batch);
     for (Runner* r : in_batch) r->record();
   }
   std::vector<std::vector<float>> out;

@@ -76,7 +76,7 @@ TEST(EngineLogprobs, MatchTheReferenceLogSoftmaxOfTheNextToken) {
       for (size_t i = 0; i < t.top.size(); ++i) {
         EXPECT_NEAR(t.top[i].logprob, reference[static_cast<size_t>(t.top[i].id)], tolerance) << "alternative " << i;
         EXPECT_NEAR(t.top[i].logprob, sorted[i], tolerance) << "the " << i << "th most likely";
-        if (i > 0) EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob);
+        if (i > 0) { EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob); }
         EXPECT_EQ(t.top[i].bytes, tiny_served_model().tokenizer().token_bytes(t.top[i].id));
         mass += std::exp(t.top[i].logprob);
       }

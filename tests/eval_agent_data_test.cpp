@@ -68,7 +68,7 @@ TEST(EvalAgentData, TaskCasesDependOnToolResultsFarBack) {
       const std::string content = m["content"].is_string() ? m["content"].get<std::string>() : m["content"].dump();
       if (m["role"] == "tool" && content.find(value) != std::string::npos && first_result == c.messages.size())
         first_result = i;
-      if (m["role"] == "user" || m["role"] == "system") EXPECT_EQ(content.find(value), std::string::npos) << i;
+      if (m["role"] == "user" || m["role"] == "system") { EXPECT_EQ(content.find(value), std::string::npos) << i; }
     }
     ASSERT_LT(first_result, c.messages.size()) << value;
     // ... and thousands of tokens before the question.

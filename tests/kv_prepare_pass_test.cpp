@@ -9,6 +9,7 @@
 
 #include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
+#include "keel/engine/forward_loop.h"
 #include "keel/kv/kv_footprint.h"
 #include "keel/kv/kv_pool.h"
 #include "keel/model/weights.h"
@@ -25,6 +26,13 @@ int64_t quantized_bytes(const KvPoolStats& st) {
   for (KvFormat f : kAllKvFormats)
     if (f != KvFormat::BF16) n += st.bytes(f);
   return n;
+}
+
+// The pass alone, past run_pass: these tests check the protocol run_pass keeps.
+void forward_last(Transformer& model, KvSequence& seq, std::span<const int32_t> ids, std::vector<float>& logits) {
+  const int64_t row = static_cast<int64_t>(ids.size()) - 1;
+  const ForwardSegment segment{ids, &seq, std::span<const int64_t>(&row, 1), logits.data()};
+  model.forward(std::span(&segment, 1));
 }
 
 struct Model {
@@ -57,14 +65,13 @@ TEST_P(PreparePass, APassTakesNoMoreThanItWasPreparedFor) {
     EXPECT_GE(pool.stats().blocks_live - blocks_before, 0);
     pool.make_room(prepared);
     const int64_t quantized_before = quantized_bytes(pool.stats()), live_before = pool.stats().blocks_live;
-    const int64_t row = n - 1;
-    m.model.forward(ids, *seq, std::span<const int64_t>(&row, 1), logits.data());
+    forward_last(m.model, *seq, ids, logits);
     // No block was taken during the pass: they were all taken before it.
     EXPECT_LE(pool.stats().blocks_live, live_before);
     EXPECT_LE(quantized_bytes(pool.stats()) - quantized_before, prepared) << "at " << seq->size();
     prepared_total += prepared;
   }
-  if (policy.describe().find("int") != std::string::npos) EXPECT_GT(prepared_total, 0) << "nothing was ever quantized";
+  if (policy.describe().find("int") != std::string::npos) { EXPECT_GT(prepared_total, 0) << "nothing was ever quantized"; }
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, PreparePass, ::testing::Values("int8", "int4", "protect", "default=int2"));
@@ -86,9 +93,38 @@ TEST(PreparePassPool, AFullPoolIsFoundBeforeThePass) {
   seq->append_tokens(ids, std::vector<Role>(ids.size(), Role::user));
   EXPECT_NO_THROW(pool.make_room(seq->prepare_pass()));
   std::vector<float> logits(static_cast<size_t>(m.weights.spec.vocab_size));
-  const int64_t row = 0;
-  EXPECT_NO_THROW(m.model.forward(ids, *seq, std::span<const int64_t>(&row, 1), logits.data()));
+  EXPECT_NO_THROW(forward_last(m.model, *seq, ids, logits));
   EXPECT_EQ(seq->size(), 48);
+}
+
+TEST(PreparePassPool, RunPassLeavesEverySequenceAsItWasWhenThePoolIsFull) {
+  static Model m("tiny-toolcaller");
+  const KvBlockLayout layout(m.weights.spec);
+  const auto block = static_cast<int64_t>(layout.block_bytes(KvFormat::BF16));
+  KvPool pool(m.weights.spec, 3 * block, KvPolicy(), true, 4096);
+  const auto vocab = static_cast<size_t>(m.weights.spec.vocab_size);
+  std::vector<float> logits_a(vocab), logits_b(vocab);
+  const std::vector<int32_t> ids(33, 7);
+  const std::vector<Role> roles(ids.size(), Role::user);
+  const int64_t last = 15;
+  auto a = pool.open({}, {});
+  forward_tokens(m.model, *a, std::span(ids).first(16), std::span(roles).first(16), std::span(&last, 1), logits_a);
+  ASSERT_EQ(pool.stats().used_bytes, block);
+  // a's second block and b's three: five blocks where three fit.
+  auto b = pool.open({}, {});
+  const int64_t b_last = 32;
+  const SequencePass batch[] = {
+      {a.get(), std::span(ids).first(16), std::span(roles).first(16), std::span(&last, 1), logits_a},
+      {b.get(), ids, roles, std::span(&b_last, 1), logits_b}};
+  EXPECT_THROW(run_pass(m.model, batch), CapacityError);
+  EXPECT_EQ(a->size(), 16);
+  EXPECT_EQ(a->token_ids().size(), 16u);
+  EXPECT_EQ(b->size(), 0);
+  EXPECT_TRUE(b->token_ids().empty());
+  EXPECT_EQ(pool.stats().used_bytes, block);
+  // Without b, a's pass fits, and it runs from where a was.
+  EXPECT_NO_THROW(run_pass(m.model, std::span(batch).first(1)));
+  EXPECT_EQ(a->size(), 32);
 }
 
 // Prefills a whole context in chunks of 256 into a pool of `budget` bytes; true when it all fit.
@@ -100,10 +136,9 @@ bool whole_context_fits(Model& m, const KvPolicy& policy, int64_t context, int64
     while (seq->size() < context) {
       const int64_t n = std::min<int64_t>(256, context - seq->size());
       const std::vector<int32_t> ids(static_cast<size_t>(n), 11);
-      seq->append_tokens(ids, std::vector<Role>(ids.size(), Role::tool_result));
-      pool.make_room(seq->prepare_pass());
+      const std::vector<Role> roles(ids.size(), Role::tool_result);
       const int64_t row = n - 1;
-      m.model.forward(ids, *seq, std::span<const int64_t>(&row, 1), logits.data());
+      forward_tokens(m.model, *seq, ids, roles, std::span(&row, 1), logits);
     }
   } catch (const CapacityError&) {
     return false;

@@ -13,6 +13,7 @@
 
 #include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
+#include "keel/engine/forward_loop.h"
 #include "keel/chat/chat_roles.h"
 #include "keel/kv/kv_pool.h"
 #include "test_support.h"
@@ -56,11 +57,10 @@ inline std::vector<float> run_rest(Transformer& model, KvSequence& seq, const Co
   for (int64_t at = seq.size(); at < c.size(); at += chunk) {
     const auto len = static_cast<size_t>(std::min(chunk, c.size() - at));
     const auto ids = std::span<const int32_t>(c.ids).subspan(static_cast<size_t>(at), len);
-    seq.append_tokens(ids, std::span<const Role>(c.roles).subspan(static_cast<size_t>(at), len));
-    seq.prepare_pass_alone();
     const int64_t row = static_cast<int64_t>(len) - 1;
     const bool last = at + static_cast<int64_t>(len) == c.size();
-    model.forward(ids, seq, last ? std::span<const int64_t>(&row, 1) : std::span<const int64_t>(), logits.data());
+    forward_tokens(model, seq, ids, std::span<const Role>(c.roles).subspan(static_cast<size_t>(at), len),
+                   last ? std::span<const int64_t>(&row, 1) : std::span<const int64_t>(), logits);
   }
   return logits;
 }

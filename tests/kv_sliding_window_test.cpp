@@ -136,7 +136,7 @@ std::vector<float> run_rest(const ToyModel& model, KvSequence& seq, const Conver
     const auto len = static_cast<size_t>(std::min(chunk, c.size() - at));
     const auto ids = std::span<const int32_t>(c.ids).subspan(static_cast<size_t>(at), len);
     seq.append_tokens(ids, std::span<const Role>(c.roles).subspan(static_cast<size_t>(at), len));
-    seq.prepare_pass_alone();
+    seq.pool().make_room(seq.prepare_pass());
     out = model.forward(ids, seq);
   }
   return out;
@@ -436,7 +436,7 @@ TEST(KvSlidingWindow, GroupsOfOtherHeadShapesStoreTheirOwnRows) {
     std::vector<int32_t> ids(static_cast<size_t>(n), 7);
     std::vector<Role> roles(static_cast<size_t>(n), Role::system);  // bf16 under every policy here
     seq->append_tokens(ids, roles);
-    seq->prepare_pass_alone();
+    pool.make_room(seq->prepare_pass());
     std::vector<float> k(64), v(64), q(64, 0.0f), out(64);
     for (int64_t layer = 0; layer < 6; ++layer) {
       const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];

@@ -211,7 +211,7 @@ TEST(PlanPlanner, PlanAndServeReadTheSameTemplateFromEveryGguf) {
     }
     EXPECT_EQ(p.gates.template_source, model.require_chat_template().origin);
     EXPECT_EQ(p.gates.tool_calls.format, served->tool_call_format().format);
-    if (file == files.back()) EXPECT_EQ(served->tool_call_format().name, std::string("hermes"));
+    if (file == files.back()) { EXPECT_EQ(served->tool_call_format().name, std::string("hermes")); }
   }
 }
 

@@ -207,8 +207,9 @@ TEST(ReliabilityRequestValues, SamplingBoundariesAreA400OrA200NeverA500) {
         if (a.status == 400) {
           expect_error_envelope(path, a, "invalid_request_error", what);
           // The message names the field, unless the body was not JSON at all.
-          if (c.raw.empty() && a.body.is_object())
+          if (c.raw.empty() && a.body.is_object()) {
             EXPECT_NE(a.body["error"]["message"].get<std::string>().find(c.field), std::string::npos) << what << "\n" << a.text;
+          }
         } else if (a.status == 200 && stream) {
           EXPECT_NE(a.content_type.find("text/event-stream"), std::string::npos) << what;
           if (path == kAnthropic) EXPECT_NO_THROW(replay_anthropic_stream(parse_sse(a.text))) << what << "\n" << a.text;

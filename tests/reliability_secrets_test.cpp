@@ -12,6 +12,7 @@
 #include "keel/api/http_access.h"
 #include "keel/arch/model_loader.h"
 #include "keel/arch/transformer.h"
+#include "keel/engine/forward_loop.h"
 #include "keel/kv/kv_block_hash.h"
 #include "keel/kv/kv_pool.h"
 #include "keel/model/weights.h"
@@ -47,7 +48,7 @@ TEST(ReliabilitySecrets, PresentedKeyNamesWhichKey) {
   EXPECT_FALSE(open.key_required());
   EXPECT_FALSE(open.presented_key(request_with({{"x-api-key", ""}})));
   // A key no header could carry would lock every client out: refused when the server starts.
-  for (const std::string bad : {std::string(), std::string("two words"), std::string("tab\tkey"), std::string("nl\n")})
+  for (const std::string& bad : {std::string(), std::string("two words"), std::string("tab\tkey"), std::string("nl\n")})
     EXPECT_THROW(api::AccessRules(api::AccessOptions{"127.0.0.1", {}, {}, {"fine", bad}}), Error) << bad;
 }
 
@@ -70,10 +71,8 @@ std::vector<float> run_rest(Transformer& model, kv::KvSequence& seq, const Conve
   std::vector<float> logits(static_cast<size_t>(model.spec().vocab_size));
   const auto at = static_cast<size_t>(seq.size());
   const auto ids = std::span<const int32_t>(c.ids).subspan(at);
-  seq.append_tokens(ids, std::span<const Role>(c.roles).subspan(at));
-  seq.prepare_pass_alone();
   const int64_t row = static_cast<int64_t>(ids.size()) - 1;
-  model.forward(ids, seq, std::span<const int64_t>(&row, 1), logits.data());
+  forward_tokens(model, seq, ids, std::span<const Role>(c.roles).subspan(at), std::span<const int64_t>(&row, 1), logits);
   return logits;
 }
 
@@ -100,7 +99,7 @@ TEST(ReliabilitySecrets, PoolReusesBlocksOnlyUnderTheirOwnSalt) {
       seq->publish();
       plain_reuse = plain.open(c.ids, c.roles)->size();
     }
-    if (std::string(policy) == "full") EXPECT_EQ(plain_reuse, 96);  // every whole block before the last token
+    if (std::string(policy) == "full") { EXPECT_EQ(plain_reuse, 96); }  // every whole block before the last token
     ASSERT_GT(plain_reuse, 0);
 
     kv::KvPool pool(weights.spec, budget, kv::KvPolicy::parse(policy), true);

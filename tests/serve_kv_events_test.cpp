@@ -105,7 +105,7 @@ TEST(ServeKvEvents, EventsPredictWhichReplicaHoldsANewSessionsPrefix) {
     }
     EXPECT_EQ(best, p) << "the project's prefix is on its seed replica";
     for (size_t r = 0; r < replicas.size(); ++r)
-      if (r != p) EXPECT_EQ(predicted[r], 0) << "replica " << r << " never saw project " << projects[p];
+      if (r != p) { EXPECT_EQ(predicted[r], 0) << "replica " << r << " never saw project " << projects[p]; }
     EXPECT_GE(predicted[best], 1200);
 
     auto chosen = servers[best]->client();

@@ -73,7 +73,7 @@ int run_session(bool stream, const std::vector<std::string>& model_args = {}, bo
   const std::string model = model_args.empty() ? "bf16" : model_args.back();
   std::printf("session (%s, %s): %d/%zu%s\n", model.c_str(), stream ? "streamed" : "whole", passed, total,
               warned ? (" (" + std::to_string(warned) + " near-tie warnings)").c_str() : "");
-  if (strict) EXPECT_EQ(static_cast<size_t>(passed + warned), total);
+  if (strict) { EXPECT_EQ(static_cast<size_t>(passed + warned), total); }
   return passed;
 }
 

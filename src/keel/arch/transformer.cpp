@@ -24,12 +24,6 @@ Transformer::Transformer(const ModelWeights& weights, ThreadPool& pool) : w_(wei
   for (size_t i : index) layer_rope_.push_back(&ropes_[i]);  // after ropes_ stops growing
 }
 
-void Transformer::forward(std::span<const int32_t> tokens, KvCache& cache, std::span<const int64_t> logit_rows,
-                          float* logits) {
-  const ForwardSegment one{tokens, &cache, logit_rows, logits};
-  forward(std::span<const ForwardSegment>(&one, 1));
-}
-
 void Transformer::forward(std::span<const ForwardSegment> batch) {
   const ModelSpec& s = w_.spec;
   int64_t n = 0, m = 0;

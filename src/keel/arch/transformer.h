@@ -33,19 +33,15 @@ class Transformer {
   const ModelSpec& spec() const { return w_.spec; }
   const ModelWeights& weights() const { return w_; }
 
-  // Runs `tokens` at positions [cache.size(), cache.size() + tokens.size()), stores their K/V and
-  // grows the cache. Logits are computed only for the token indexes in `logit_rows` (the output
-  // projection is the largest matrix; a prefill usually needs one row) and written to
-  // `logits` as (logit_rows.size(), vocab_size).
-  void forward(std::span<const int32_t> tokens, KvCache& cache, std::span<const int64_t> logit_rows,
-               float* logits);
-
-  // One pass over the tokens of several sequences (a batch; each cache at most once): every
-  // matrix is read once for all of them, while each sequence stores and attends only its own
-  // K/V. Every row's arithmetic is independent of the others' (the kernels sum in one fixed order
-  // whatever the row count), so each segment's logits are bit-identical to a pass of it alone.
-  // Throws before anything is stored if a segment is invalid; a throw during the pass (a full KV
-  // pool) leaves the caches' sizes unchanged.
+  // Runs each segment's tokens at positions [cache->size(), cache->size() + tokens.size()),
+  // stores their K/V and grows the cache; logits only for the `logit_rows` asked for (the output
+  // projection is the largest matrix; a prefill usually needs one row). One pass over several
+  // sequences (a batch; each cache at most once) reads every matrix once for all of them, while
+  // each sequence stores and attends only its own K/V. Every row's arithmetic is independent of
+  // the others' (the kernels sum in one fixed order whatever the row count), so each segment's
+  // logits are bit-identical to a pass of it alone. Throws before anything is stored if a segment
+  // is invalid. Its caller is engine/forward_loop.h's run_pass, which takes the KV the pass needs
+  // before it and undoes the appended tokens when it throws.
   void forward(std::span<const ForwardSegment> batch);
 
  private:

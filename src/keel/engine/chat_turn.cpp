@@ -85,7 +85,7 @@ class TurnRunner {
   int64_t pending_tokens() const { return static_cast<int64_t>(pending_ids_.size() - pending_at_); }
   int64_t sequence_size() const { return seq_ ? seq_->size() : 0; }
 
-  std::optional<ForwardSegment> next_segment(int64_t max_tokens) {
+  std::optional<SequencePass> next_segment(int64_t max_tokens) {
     if (done_) return std::nullopt;
     if (!seq_) throw InternalError("turn: next_segment before start");
     if (cancelled()) {
@@ -95,18 +95,12 @@ class TurnRunner {
     }
     if (max_tokens <= 0 || pending_tokens() == 0) throw InternalError("turn: nothing to run, or no room to run it");
     const auto len = static_cast<size_t>(std::min(max_tokens, pending_tokens()));
-    const auto ids = std::span<const int32_t>(pending_ids_).subspan(pending_at_, len);
-    seq_->append_tokens(ids, std::span<const chat::Role>(pending_roles_).subspan(pending_at_, len));
     in_flight_ = len;
     row_ = static_cast<int64_t>(len) - 1;
     const bool last = pending_at_ + len == pending_ids_.size();
-    return ForwardSegment{ids, seq_.get(), last ? std::span<const int64_t>(&row_, 1) : std::span<const int64_t>(),
-                          logits_.data()};
-  }
-
-  int64_t prepare_pass() {
-    if (!seq_) throw InternalError("turn: prepare_pass before start");
-    return seq_->prepare_pass();
+    return SequencePass{seq_.get(), std::span<const int32_t>(pending_ids_).subspan(pending_at_, len),
+                        std::span<const chat::Role>(pending_roles_).subspan(pending_at_, len),
+                        last ? std::span<const int64_t>(&row_, 1) : std::span<const int64_t>(), logits_};
   }
 
   void after_pass() {
@@ -127,11 +121,6 @@ class TurnRunner {
     }
     decode();
     if (done_) wrap_up();
-  }
-
-  void pass_failed() {
-    if (seq_) seq_->set_size(seq_->size());
-    in_flight_ = 0;
   }
 
   void suspend() {
@@ -512,7 +501,7 @@ class TurnRunner {
   std::vector<int32_t> pending_ids_;     // what must run before the next sample
   std::vector<chat::Role> pending_roles_;
   size_t pending_at_ = 0;                // of pending_ids_, already run
-  size_t in_flight_ = 0;                 // appended by next_segment, not yet run
+  size_t in_flight_ = 0;                 // handed out by next_segment, not yet run
   int64_t row_ = 0;                      // the segment's logits row
   bool begun_ = false;                   // start() ran once
   bool prefilled_ = false;               // the prompt has run
@@ -561,11 +550,9 @@ bool Turn::started() const { return runner_->started(); }
 bool Turn::done() const { return runner_->done(); }
 bool Turn::prefilled() const { return runner_->prefilled(); }
 void Turn::share_prompt() { runner_->share_prompt(); }
-std::optional<ForwardSegment> Turn::next_segment(int64_t max_tokens) { return runner_->next_segment(max_tokens); }
-int64_t Turn::prepare_pass() { return runner_->prepare_pass(); }
+std::optional<SequencePass> Turn::next_segment(int64_t max_tokens) { return runner_->next_segment(max_tokens); }
 int64_t Turn::pending_tokens() const { return runner_->pending_tokens(); }
 void Turn::after_pass() { runner_->after_pass(); }
-void Turn::pass_failed() { runner_->pass_failed(); }
 void Turn::suspend() { runner_->suspend(); }
 int64_t Turn::sequence_size() const { return runner_->sequence_size(); }
 TurnResult Turn::result() const { return runner_->result(); }
@@ -577,15 +564,9 @@ TurnResult run_turn(ServedModel& model, SessionCache& session, const PreparedPro
   Turn turn(model, session, prompt, options, emit, affinity);
   turn.start();
   while (!turn.done()) {
-    const std::optional<ForwardSegment> segment = turn.next_segment(options.prefill_chunk);
+    const std::optional<SequencePass> segment = turn.next_segment(options.prefill_chunk);
     if (!segment) break;
-    try {
-      session.make_room(turn.prepare_pass());
-      model.transformer().forward(std::span<const ForwardSegment>(&*segment, 1));
-    } catch (...) {
-      turn.pass_failed();
-      throw;
-    }
+    run_pass(model.transformer(), std::span(&*segment, 1));
     turn.after_pass();
   }
   return turn.result();

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "keel/arch/transformer.h"
+#include "keel/engine/forward_loop.h"
 #include "keel/engine/sampler.h"
 #include "keel/engine/served_model.h"
 #include "keel/engine/session_cache.h"
@@ -140,21 +140,15 @@ class Turn {
   void share_prompt();
 
   // The next pass's share: up to `max_tokens` (> 0) of the tokens that must run before the next
-  // sample (the rest of the prompt, the token just sampled, or what a rewind replays), appended to
-  // the sequence. Its logits row is asked for only when it holds the last of them. nullopt when
-  // the turn ends instead (cancelled).
-  std::optional<ForwardSegment> next_segment(int64_t max_tokens);
-  // Between next_segment and the pass: takes the KV blocks the segment's rows need and returns
-  // the bytes its pass will still take to quantize (KvSequence::prepare_pass); the driver makes
-  // room for a whole batch at once (SessionCache::make_room). Throws keel::CapacityError when
-  // the pool has no room; pass_failed() then gives the blocks back.
-  int64_t prepare_pass();
+  // sample (the rest of the prompt, the token just sampled, or what a rewind replays), for the
+  // driver's run_pass (engine/forward_loop.h). Its logits row is asked for only when it holds the
+  // last of them. nullopt when the turn ends instead (cancelled). A pass that fails leaves the
+  // tokens pending.
+  std::optional<SequencePass> next_segment(int64_t max_tokens);
   // Tokens still to run before the next sample.
   int64_t pending_tokens() const;
   // After the pass that ran next_segment's tokens: once they were the last, samples and goes on.
   void after_pass();
-  // The pass failed: the sequence forgets the tokens next_segment appended, and they stay pending.
-  void pass_failed();
   // Hands the sequence back (its complete blocks stay cached) to free memory; start() resumes.
   void suspend();
   // The KV rows the sequence holds now.

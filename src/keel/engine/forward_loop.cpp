@@ -2,23 +2,46 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "keel/util/error.h"
 
 namespace keel {
 
-void forward_tokens(Transformer& model, kv::KvSequence& sequence, std::span<const int32_t> ids,
-                    std::span<const chat::Role> roles, std::span<const int64_t> rows, std::span<float> logits) {
-  if (logits.size() < rows.size() * static_cast<size_t>(model.spec().vocab_size))
-    throw Error("internal: the logits buffer holds fewer than " + std::to_string(rows.size()) + " rows");
-  sequence.append_tokens(ids, roles);
+void run_pass(Transformer& model, std::span<const SequencePass> batch) {
+  if (batch.empty()) return;
+  kv::KvPool& pool = batch.front().sequence->pool();
+  const auto vocab = static_cast<size_t>(model.spec().vocab_size);
+  for (const SequencePass& s : batch) {
+    if (&s.sequence->pool() != &pool) throw InternalError("run_pass: sequences from two KV pools in one pass");
+    if (s.tokens.size() != s.roles.size())
+      throw InternalError("run_pass: " + std::to_string(s.tokens.size()) + " tokens but " + std::to_string(s.roles.size()) + " roles");
+    if (s.logits.size() < s.logit_rows.size() * vocab)
+      throw InternalError("run_pass: the logits buffer holds fewer than " + std::to_string(s.logit_rows.size()) + " rows");
+  }
+  std::vector<ForwardSegment> segments;
+  segments.reserve(batch.size());
+  size_t appended = 0;
   try {
-    sequence.prepare_pass_alone();
-    model.forward(ids, sequence, rows, logits.data());
+    for (const SequencePass& s : batch) {
+      s.sequence->append_tokens(s.tokens, s.roles);
+      ++appended;
+      segments.push_back({s.tokens, s.sequence, s.logit_rows, s.logits.data()});
+    }
+    int64_t quantize_bytes = 0;
+    for (const SequencePass& s : batch) quantize_bytes += s.sequence->prepare_pass();
+    pool.make_room(quantize_bytes);
+    model.forward(segments);
   } catch (...) {
-    sequence.set_size(sequence.size());
+    for (size_t i = 0; i < appended; ++i) batch[i].sequence->set_size(batch[i].sequence->size());
     throw;
   }
+}
+
+void forward_tokens(Transformer& model, kv::KvSequence& sequence, std::span<const int32_t> ids,
+                    std::span<const chat::Role> roles, std::span<const int64_t> rows, std::span<float> logits) {
+  const SequencePass pass{&sequence, ids, roles, rows, logits};
+  run_pass(model, std::span(&pass, 1));
 }
 
 PrefillResult prefill(Transformer& model, kv::KvSequence& sequence, std::span<const int32_t> ids,

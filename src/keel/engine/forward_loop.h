@@ -1,13 +1,20 @@
 #pragma once
-// The one loop that runs the model over a paged KV sequence (keel/kv/kv_sequence.h): a forward
-// pass over tokens and their roles, the chunked prefill of a prompt, and one decode step, for one
-// sequence at a time: `keel run`'s raw generation, `keel bench`, eval's fidelity runs and the
-// golden tests. Chat turns do not come through here: the scheduler batches several sequences in
-// one pass (engine/scheduler.h, Turn::prepare_pass). Both keep the sequence protocol
-// (append_tokens() before each pass, forget the appended tokens when a pass fails) and chunk
-// sequences the same way, which chunk invariance is about (docs/engine.md).
+// The forward-pass cycle every caller of the model goes through, and the one-sequence loops built
+// on it. run_pass is the only caller of Transformer::forward: the scheduler's batched steps, chat
+// turns run alone (run_turn: eval, tests), `keel run`'s raw generation, `keel bench`, eval's
+// fidelity runs and the golden tests all run their passes through it. The cycle, for every
+// sequence of a pass:
+//   1. append the pass's tokens and roles (KvSequence::append_tokens);
+//   2. take the KV blocks their rows go to, and free in the pool the bytes the pass will take to
+//      quantize (KvSequence::prepare_pass, KvPool::make_room): a full pool is a
+//      keel::CapacityError here, before any row is written, never halfway through the pass;
+//   3. run the pass, which stores the rows and grows each sequence;
+//   4. when anything failed, forget the appended tokens (set_size(size())), so every sequence
+//      keeps the size it had and can run again once there is room.
+// prefill and decode_step chunk one sequence the way the scheduler chunks many, which chunk
+// invariance is about (docs/engine.md).
 //
-// Threads: whichever thread owns `model` and `sequence` for the call (the engine thread in
+// Threads: whichever thread owns `model` and the sequences for the call (the engine thread in
 // `keel serve`); a Transformer runs one pass at a time, it owns its activation buffers.
 #include <atomic>
 #include <cstdint>
@@ -19,11 +26,23 @@
 
 namespace keel {
 
-// Runs `ids` (one role each) at positions [sequence.size(), sequence.size() + ids.size()) and
-// writes the logits of the token indexes in `rows` to `logits` as (rows.size(), vocab). What the
-// pass needs is taken from the pool before it (KvSequence::prepare_pass_alone: a full pool is a
-// CapacityError there, never halfway). When it throws, the sequence forgets the appended tokens
-// and keeps its size, so it can go on.
+// One sequence's share of a pass: `tokens` (one role each) run at positions [sequence->size(),
+// sequence->size() + tokens.size()); the logits of the token indexes in `logit_rows` go to
+// `logits` as (logit_rows.size(), vocab).
+struct SequencePass {
+  kv::KvSequence* sequence = nullptr;
+  std::span<const int32_t> tokens;
+  std::span<const chat::Role> roles;
+  std::span<const int64_t> logit_rows;
+  std::span<float> logits;
+};
+
+// One forward pass over `batch` (each sequence at most once, all from one pool), through the
+// cycle above. Each segment's logits are what it would get alone (Transformer::forward). When it
+// throws, every sequence has the size and tokens it had before the call.
+void run_pass(Transformer& model, std::span<const SequencePass> batch);
+
+// run_pass for one sequence.
 void forward_tokens(Transformer& model, kv::KvSequence& sequence, std::span<const int32_t> ids,
                     std::span<const chat::Role> roles, std::span<const int64_t> rows, std::span<float> logits);
 

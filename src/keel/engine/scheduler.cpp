@@ -179,10 +179,10 @@ void Scheduler::drop_unrunnable_waiting() {
 
 void Scheduler::step() {
   int64_t budget = options_.step_tokens;
-  std::vector<ForwardSegment> batch;
+  std::vector<SequencePass> batch;
   std::vector<Entry*> members;
   auto take = [&](Entry& e, int64_t most) {
-    const std::optional<ForwardSegment> segment = e.turn->next_segment(most);
+    const std::optional<SequencePass> segment = e.turn->next_segment(most);
     if (!segment) return finish(e, nullptr);  // cancelled
     batch.push_back(*segment);
     members.push_back(&e);
@@ -206,23 +206,15 @@ void Scheduler::step() {
   if (!batch.empty()) {
     bool ran = false;
     try {
-      // Every block and byte the pass will take, taken or freed before it starts, so a full pool
-      // is found here, where the scheduler can make room, and not halfway through the pass.
-      int64_t quantize_bytes = 0;
-      for (Entry* m : members) quantize_bytes += m->turn->prepare_pass();
-      session_.make_room(quantize_bytes);
-      model_.transformer().forward(batch);
+      // A full pool is found before the pass (run_pass), where the scheduler can make room.
+      run_pass(model_.transformer(), batch);
       ran = true;
     } catch (const CapacityError&) {
-      for (Entry* m : members) m->turn->pass_failed();
       relieve_memory(std::current_exception());
     } catch (...) {
       // Not about one turn's memory (a bug, or an input the pass refused): every turn in it fails.
       const std::exception_ptr error = std::current_exception();
-      for (Entry* m : members) {
-        m->turn->pass_failed();
-        finish(*m, error);
-      }
+      for (Entry* m : members) finish(*m, error);
     }
     if (ran) {
       for (Entry* m : members) {
@@ -238,7 +230,7 @@ void Scheduler::step() {
       ++stats_.steps;
       stats_.step_turns += static_cast<int64_t>(members.size());
       stats_.largest_batch = std::max(stats_.largest_batch, static_cast<int64_t>(members.size()));
-      for (const ForwardSegment& s : batch) stats_.step_tokens += static_cast<int64_t>(s.tokens.size());
+      for (const SequencePass& s : batch) stats_.step_tokens += static_cast<int64_t>(s.tokens.size());
     }
   }
   const size_t before = running_.size();

@@ -35,7 +35,7 @@ namespace keel {
 
 struct ServedModelOptions {
   int threads = 0;                                          // 0: one per core
-  std::optional<toolcall::ToolCallFormat> tool_call_format;  // overrides detection
+  std::optional<toolcall::ToolCallFormat> tool_call_format = {};  // overrides detection
 };
 
 // A prompt ready for the engine: token ids and the role of each.

@@ -33,7 +33,7 @@ struct KvGroupShape {
   int64_t window = 0;                    // > 0: a sliding window of this many positions
   // The model's indices of those layers, which a policy's layer term (layers<N=...) needs to know
   // which of them it covers; may be empty for a policy without one.
-  std::vector<int64_t> layer_ids;
+  std::vector<int64_t> layer_ids = {};
   // Set on the parts kv_split_by_layer_term() makes: all of them are below the term's N.
   bool under_layer_term = false;
 

@@ -78,8 +78,6 @@ int64_t KvSequence::prepare_pass() {
   return bytes;
 }
 
-void KvSequence::prepare_pass_alone() { pool_.make_room(prepare_pass()); }
-
 void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* v) {
   const KvBlockLayout& layout = pool_.layout();
   if (layer < 0 || layer >= layout.layers()) throw InternalError("KV layer " + std::to_string(layer) + " out of range");

@@ -3,8 +3,10 @@
 // blocks, some shared with the prefix cache. Created by KvPool::open().
 //
 // Protocol: before each forward pass, append_tokens() the ids and roles of the tokens it will run
-// (the prompt after size(), then each generated token with chat::Role::assistant). When the request
-// ends, publish() offers its complete blocks to the prefix cache; destruction releases them.
+// (the prompt after size(), then each generated token with chat::Role::assistant), then
+// prepare_pass(); after a failed pass, set_size(size()). engine/forward_loop.h's run_pass is that
+// cycle, and the forward pass's callers use it. When the request ends, publish() offers its
+// complete blocks to the prefix cache; destruction releases them.
 //
 // Threads: see kv_pool.h. store() and set_size() run on the thread driving the forward pass;
 // attend() on its workers concurrently (it only reads); the pool's mutex guards the blocks.
@@ -55,9 +57,6 @@ class KvSequence final : public KvCache {
   // pass never runs out of memory halfway: the caller admits, waits or preempts instead. Throws
   // keel::CapacityError when the blocks cannot be had; set_size(size()) gives them back.
   int64_t prepare_pass();
-  // prepare_pass() for a pass this sequence runs alone (keel run, bench, eval, tests): the bytes
-  // it returns are freed at once (KvPool::make_room). Throws keel::CapacityError as prepare_pass.
-  void prepare_pass_alone();
   // Drops everything from position n on and returns the new size(), which is n or less: a linear-
   // attention model resumes inside its live tile or at its latest ready snapshot before n; a block
   // that left the window keeps only its quantized rows, so a cut inside the recent window that
@@ -80,6 +79,8 @@ class KvSequence final : public KvCache {
   // Ids and roles of positions [0, size()) plus any appended but not yet run.
   std::span<const int32_t> token_ids() const { return ids_; }
   std::span<const chat::Role> token_roles() const { return roles_; }
+  // The pool it was opened from.
+  KvPool& pool() const { return pool_; }
   // The cache namespace it was opened in (KvPool::open): its blocks are reused only there.
   uint64_t cache_salt() const { return cache_salt_; }
 

@@ -38,7 +38,7 @@ struct LayerShape {
 struct LayerGroup {
   LayerShape shape;
   int64_t layers = 0;
-  std::vector<int64_t> layer_ids;  // the model's indices of those layers (a KV layer term needs them)
+  std::vector<int64_t> layer_ids = {};  // the model's indices of those layers (a KV layer term needs them)
 };
 
 struct AttentionLayout {
