@@ -10,6 +10,17 @@
 #include "keel/util/error.h"
 
 namespace keel::ops {
+namespace {
+
+// std::nearbyint in the default rounding mode (to nearest, ties to even) for |v| <= 2^22: adding
+// 1.5 * 2^23 leaves no fraction bits, so the sum rounds v, and subtracting it back is exact. Inline
+// arithmetic, where nearbyint is a libm call per element on the baseline x86-64 build (no SSE4.1).
+inline float round_to_even(float v) {
+  constexpr float kShift = 12582912.0f;  // 1.5 * 2^23
+  return (v + kShift) - kShift;
+}
+
+}  // namespace
 
 void size_i16_activations(int64_t cols, int64_t n_tokens, bool pairs_split, I16Activations& a) {
   if (cols % 32 != 0) throw InternalError("int16 activations need whole blocks of 32, not " + std::to_string(cols));
@@ -47,7 +58,7 @@ void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activat
       const float inv = 32767.0f / amax;
       int32_t total = 0;
       for (int j = 0; j < 32; ++j) {
-        const auto v = static_cast<int32_t>(std::nearbyint(std::clamp(xb[j] * inv, -32767.0f, 32767.0f)));
+        const auto v = static_cast<int32_t>(round_to_even(std::clamp(xb[j] * inv, -32767.0f, 32767.0f)));
         q[a.pairs_split ? j / 2 + 16 * (j % 2) : j] = static_cast<int16_t>(v);
         total += v;
       }
