@@ -10,7 +10,9 @@
 //      keel::CapacityError here, before any row is written, never halfway through the pass;
 //   3. run the pass, which stores the rows and grows each sequence;
 //   4. when anything failed, forget the appended tokens (set_size(size())), so every sequence
-//      keeps the size it had and can run again once there is room.
+//      keeps the size it had (a linear-attention sequence whose pass failed past a tile boundary
+//      goes back to its latest snapshot: KvSequence::set_size) and can run again once there is
+//      room.
 // prefill and decode_step chunk one sequence the way the scheduler chunks many, which chunk
 // invariance is about (docs/engine.md).
 //
@@ -39,7 +41,7 @@ struct SequencePass {
 
 // One forward pass over `batch` (each sequence at most once, all from one pool), through the
 // cycle above. Each segment's logits are what it would get alone (Transformer::forward). When it
-// throws, every sequence has the size and tokens it had before the call.
+// throws, every sequence has forgotten the tokens this call appended (step 4 above).
 void run_pass(Transformer& model, std::span<const SequencePass> batch);
 
 // run_pass for one sequence.
