@@ -180,7 +180,7 @@ Activations activations_of(WeightFormat f) {
 void expect_matches_reference(const Matrix& m, const float* x, int64_t tokens, const float* y) {
   const Activations path = activations_of(m.format);
   ops::I16Activations quantized;
-  ops::size_i16_activations(m.cols, tokens, false, quantized);
+  ops::size_i16_activations(m.cols, tokens, false, quantized, ops::i16_activation_limit(m.format));
   ops::quantize_i16_activations(x, 0, tokens, quantized);
   for (int64_t r = 0; r < m.rows; ++r) {
     const uint8_t* row = m.data + r * static_cast<int64_t>(m.row_bytes());
@@ -305,6 +305,32 @@ TEST_P(OpsGgmlMatmul, RowsDoNotDependOnTheirNeighbours) {
   test::for_each_simd_target([&] {
     expect_rows_independent(view(s.format, bytes, s.rows, s.cols), x.data(), pool, {0, s.rows / 2, s.rows - 1});
   });
+}
+
+// The int16 products (what matmul runs without AVX512_BF16), called directly, give the same bits
+// on every SIMD target: the unit sums are exact integers and the float operations after them come
+// in one order whatever the lane count (int16_dot.h). One token, two (the row path's pairs), and
+// 11 (token tiles of 4 and a remainder).
+TEST_P(OpsGgmlMatmul, Int16ProductsAreTheSameBitsOnEveryTarget) {
+  const Shape s = GetParam();
+  const auto bytes = random_blocks(s.format, s.rows, s.cols, 17u + static_cast<uint32_t>(s.cols));
+  const ops::GgmlRows g = ops::ggml_rows(view(s.format, bytes, s.rows, s.cols));
+  for (const int64_t tokens : {int64_t{1}, int64_t{2}, int64_t{11}}) {
+    const std::vector<float> x = random_x(tokens * s.cols, 19);
+    ops::I16Activations a;
+    ops::size_i16_activations(s.cols, tokens, false, a, ops::i16_activation_limit(s.format));
+    ops::quantize_i16_activations(x.data(), 0, tokens, a);
+    std::vector<std::vector<float>> per_target;
+    test::for_each_simd_target([&] {
+      std::vector<float> y(static_cast<size_t>(tokens * s.rows));
+      ops::gemm_ggml_i16(g, a, tokens, 0, s.rows, y.data(), s.rows);
+      per_target.push_back(std::move(y));
+    });
+    for (size_t k = 1; k < per_target.size(); ++k)
+      for (size_t i = 0; i < per_target[0].size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(per_target[k][i]), std::bit_cast<uint32_t>(per_target[0][i]))
+            << weight_format_name(s.format) << " " << tokens << " tokens, target " << k << ", output " << i;
+  }
 }
 
 // The portable path (what matmul runs without AVX512_BF16), called directly: f32 products of the

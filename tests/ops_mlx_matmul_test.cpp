@@ -77,7 +77,7 @@ ops::MlxRows rows_of(const Matrix& m) {
 TEST_P(OpsMlxMatmul, MatchesTheDequantizedRows) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 11u + static_cast<uint32_t>(s.cols));
-  const int64_t tokens = 21;  // token tiles of 16 and 4, and a 1-token remainder, in the int16 path
+  const int64_t tokens = 21;  // token tiles of 4, and a 1-token remainder, in the int16 path
   const std::vector<float> x = random_x(tokens * s.cols, 7);
   ThreadPool pool(2);
   std::vector<float> y(static_cast<size_t>(tokens * s.rows));
@@ -112,9 +112,33 @@ TEST_P(OpsMlxMatmul, MatchesTheDequantizedRows) {
   });
 }
 
+// The int16 products, called directly, give the same bits on every SIMD target (int16_dot.h): one
+// token, two (the row path's pairs), and 11 (token tiles of 4 and a remainder).
+TEST_P(OpsMlxMatmul, Int16ProductsAreTheSameBitsOnEveryTarget) {
+  const Shape s = GetParam();
+  const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 23u + static_cast<uint32_t>(s.cols));
+  if (!ops::mlx_i16_supported(rows_of(w.m))) GTEST_SKIP() << "no int16 kernel for group " << s.group;
+  for (const int64_t tokens : {int64_t{1}, int64_t{2}, int64_t{11}}) {
+    const std::vector<float> x = random_x(tokens * s.cols, 29);
+    ops::I16Activations a;
+    ops::size_i16_activations(s.cols, tokens, /*pairs_split=*/s.bits == 4, a);
+    ops::quantize_i16_activations(x.data(), 0, tokens, a);
+    std::vector<std::vector<float>> per_target;
+    test::for_each_simd_target([&] {
+      std::vector<float> y(static_cast<size_t>(tokens * s.rows));
+      ops::gemm_mlx_i16(rows_of(w.m), a, tokens, 0, s.rows, y.data(), s.rows);
+      per_target.push_back(std::move(y));
+    });
+    for (size_t k = 1; k < per_target.size(); ++k)
+      for (size_t i = 0; i < per_target[0].size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(per_target[k][i]), std::bit_cast<uint32_t>(per_target[0][i]))
+            << tokens << " tokens, target " << k << ", output " << i;
+  }
+}
+
 // The invariant chunked prefill rests on: token t alone gives the bits of token t among 37 (token
-// tiles of 16, 8 and 4 and the remainders, in the int16 path); so do calls of 2 and 19 tokens
-// starting at token 13 (other tiles over the same tokens).
+// tiles of 4 and a remainder, in the int16 path); so do calls of 2 and 19 tokens starting at token
+// 13 (the row path's pairs, other tiles over the same tokens).
 TEST_P(OpsMlxMatmul, OneTokenEqualsItsRowAmongMany) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 5u + static_cast<uint32_t>(s.rows));

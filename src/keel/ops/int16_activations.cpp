@@ -1,6 +1,5 @@
-// The activations of ops/int16_dot.h: each token's blocks of 32 quantized to int16, and the same
-// values in token tiles for the prefill products. Scalar code, the same on every target, so the
-// targets differ only in how the products are summed.
+// The activations of ops/int16_dot.h: each token's blocks of 32 quantized to int16. Scalar code,
+// the same on every target.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,17 +21,14 @@ inline float round_to_even(float v) {
 
 }  // namespace
 
-void size_i16_activations(int64_t cols, int64_t n_tokens, bool pairs_split, I16Activations& a) {
+void size_i16_activations(int64_t cols, int64_t n_tokens, bool pairs_split, I16Activations& a, int16_t limit) {
   if (cols % 32 != 0) throw InternalError("int16 activations need whole blocks of 32, not " + std::to_string(cols));
   a.cols = cols;
   a.pairs_split = pairs_split;
+  a.limit = limit;
   a.q.resize(static_cast<size_t>(n_tokens * cols));
   a.scale.resize(static_cast<size_t>(n_tokens * cols / 32));
   a.sum.resize(a.scale.size());
-  const int64_t tiled_tokens = n_tokens >= kI16TileTokens ? (n_tokens + kI16TileTokens - 1) / kI16TileTokens * kI16TileTokens : 0;
-  a.tiled_q.resize(static_cast<size_t>(tiled_tokens * cols));
-  a.tiled_scale.resize(static_cast<size_t>(tiled_tokens * cols / 32));
-  a.tiled_sum.resize(a.tiled_scale.size());
 }
 
 void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activations& a) {
@@ -55,34 +51,17 @@ void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activat
         a.scale[at] = a.sum[at] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
         continue;
       }
-      const float inv = 32767.0f / amax;
+      const auto limit = static_cast<float>(a.limit);
+      const float inv = limit / amax;
       int32_t total = 0;
       for (int j = 0; j < 32; ++j) {
-        const auto v = static_cast<int32_t>(round_to_even(std::clamp(xb[j] * inv, -32767.0f, 32767.0f)));
+        const auto v = static_cast<int32_t>(round_to_even(std::clamp(xb[j] * inv, -limit, limit)));
         q[a.pairs_split ? j / 2 + 16 * (j % 2) : j] = static_cast<int16_t>(v);
         total += v;
       }
-      a.scale[at] = amax / 32767.0f;
+      a.scale[at] = amax / limit;
       a.sum[at] = a.scale[at] * static_cast<float>(total);
     }
-  if (a.tiled_q.empty()) return;
-  // The token tiles (T = kI16TileTokens): pair P of token t at [t / T][P][t % T], the scale and sum
-  // of block b at [t / T][b][t % T].
-  const int64_t pairs = a.cols / 2;
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t tile = t / kI16TileTokens, lane = t % kI16TileTokens;
-    int16_t* tq = a.tiled_q.data() + (tile * pairs * kI16TileTokens + lane) * 2;
-    const int16_t* q = a.q.data() + t * a.cols;
-    for (int64_t p = 0; p < pairs; ++p) {
-      tq[p * kI16TileTokens * 2] = q[2 * p];
-      tq[p * kI16TileTokens * 2 + 1] = q[2 * p + 1];
-    }
-    for (int64_t b = 0; b < blocks; ++b) {
-      const size_t at = static_cast<size_t>((tile * blocks + b) * kI16TileTokens + lane);
-      a.tiled_scale[at] = a.scale[static_cast<size_t>(t * blocks + b)];
-      a.tiled_sum[at] = a.sum[static_cast<size_t>(t * blocks + b)];
-    }
-  }
 }
 
 }  // namespace keel::ops

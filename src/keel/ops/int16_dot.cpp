@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "keel/ops/int16_dot.h"
 #include "keel/ops/prefetch.h"
@@ -47,103 +48,43 @@ HWY_INLINE float f16_at(const uint8_t* p) {
   return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
 }
 
-// The int32 lanes of a unit's products, and so the float accumulators of a (row, token): 8 on
-// AVX2 and AVX-512 (D16 is capped at 256 bits), 4 on SSE4 and NEON.
-constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
+// ---- The order of a (row, token)'s float sums, kept by every path, on every target (int16_dot.h):
+// kPartials partial sums, unit u adding into partial u % kPartials,
+//   P[u % 8] = (P[u % 8] + (w_scale * x_scale) * float(unit sum)) + c * x_sum
+// (the second add only for formats with offsets), and the output
+//   Q[k] = P[k] + P[k + 4];   y = (Q[0] + Q[2]) + (Q[1] + Q[3]).
+// Eight independent partials let one row's units be reduced four at a time, a vector of four unit
+// sums (decode), and keep the float chains short.
+constexpr int kPartials = 8;
 
-// The sum of an accumulator's lanes as a pairwise tree, ((l0 + l1) + (l2 + l3)) + ..., in an order
-// fixed here so that the token tiles, which keep lane k of every token in a vector of its own, add
-// in the same one. On x86 in registers (a + b and b + a are the same bits, so each shuffle step
-// leaves the tree's partial sums in lanes 0, 2, 4, ...); elsewhere through memory.
-HWY_INLINE float lane_tree_sum(hn::Vec<DF> v) {
-#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-  static_assert(kLanes == 4 || kLanes == 8);
-  v = hn::Add(v, hn::Shuffle2301(v));  // l0 + l1, l2 + l3, ...
-  v = hn::Add(v, hn::Shuffle1032(v));  // (l0 + l1) + (l2 + l3), ...
-  if constexpr (kLanes == 8) v = hn::Add(v, hn::SwapAdjacentBlocks(v));
-  return hn::GetLane(v);
-#else
-  alignas(64) float l[kLanes];
-  hn::Store(v, DF(), l);
-  for (int width = kLanes; width > 1; width /= 2)
-    for (int i = 0; i < width / 2; ++i) l[i] = l[2 * i] + l[2 * i + 1];
-  return l[0];
-#endif
+HWY_INLINE float partials_sum(const float* p) {
+  const float q0 = p[0] + p[4], q1 = p[1] + p[5], q2 = p[2] + p[6], q3 = p[3] + p[7];
+  return (q0 + q2) + (q1 + q3);
 }
 
-// One row against kNT tokens: each unit's code vectors are made once and multiplied with every
-// token's activations. Every (row, token) sum runs the same operations in the same order.
-template <int kNT>
-struct RowTokens {
-  const int16_t* xq[kNT];     // the tokens' quantized activations, at the row's first element
-  const float* xscale[kNT];   // per block of 32
-  const float* xsum[kNT];     // per block of 32
-  hn::Vec<DF> acc[kNT];
-  float offsets[kNT];
-
-  RowTokens(const I16Activations& a, int64_t t0) {
-    const int64_t blocks = a.cols / 32;
-    KEEL_UNROLL_TOKENS
-    for (int t = 0; t < kNT; ++t) {
-      xq[t] = a.q.data() + (t0 + t) * a.cols;
-      xscale[t] = a.scale.data() + (t0 + t) * blocks;
-      xsum[t] = a.sum.data() + (t0 + t) * blocks;
-      acc[t] = hn::Zero(DF());
-      offsets[t] = 0.0f;
-    }
-  }
-
-  // The unit of `n` codes starting at element `first` of the row (n a multiple of the lane count,
-  // inside one block of 32): codes(e) gives the code vector of the unit's elements e .. e + L.
-  template <class Codes>
-  HWY_INLINE void unit(int64_t first, int n, float scale, const Codes& codes) {
-    const D16 d16;
-    const D32 d32;
-    const int L = static_cast<int>(hn::Lanes(d16));
-    hn::Vec<D32> s0[kNT], s1[kNT];
-    KEEL_UNROLL_TOKENS
-    for (int t = 0; t < kNT; ++t) s0[t] = s1[t] = hn::Zero(d32);
-    for (int e = 0; e < n; e += L) {
-      const V16 c = codes(e);
-      KEEL_UNROLL_TOKENS
-      for (int t = 0; t < kNT; ++t)
-        s0[t] = hn::ReorderWidenMulAccumulate(d32, c, hn::LoadU(d16, xq[t] + first + e), s0[t], s1[t]);
-    }
-    const int64_t block = first / 32;
-    KEEL_UNROLL_TOKENS
-    for (int t = 0; t < kNT; ++t)
-      acc[t] = hn::MulAdd(hn::Set(DF(), scale * xscale[t][block]), hn::ConvertTo(DF(), hn::Add(s0[t], s1[t])), acc[t]);
-  }
-
-  // The c * sum(x) term of a unit of 32 (c = -dmin * m for Q4_K/Q5_K, an MLX group's bias).
-  HWY_INLINE void offset_term(int64_t first, float c) {
-    KEEL_UNROLL_TOKENS
-    for (int t = 0; t < kNT; ++t) offsets[t] += c * xsum[t][first / 32];
-  }
-
-  HWY_INLINE void store(float* y, int64_t y_stride) {
-    KEEL_UNROLL_TOKENS
-    for (int t = 0; t < kNT; ++t) y[t * y_stride] = lane_tree_sum(acc[t]) + offsets[t];
-  }
-};
-
-// ---- The formats: Block(p, first, row) runs the units of the block at p (elements first ..).
+// ---- The formats: Read(p) gives the header (scales) of the block at p, and Unit(p, header, first,
+// j, row) runs unit j of its kUnits units, the block's first element being element `first` of the
+// row. A header is read once for the units of its block that run together (GgmlRow::four_at).
 
 struct Q8_0K {
-  static constexpr int kElems = 32, kBytes = 34;
+  static constexpr int kElems = 32, kBytes = 34, kUnits = 1;
+  using Header = float;  // d
+  HWY_INLINE static Header Read(const uint8_t* p) { return f16_at(p); }
   template <class Row>
-  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
-    row.unit(first, 32, f16_at(p), [&](int e) KEEL_INLINE_LAMBDA { return bytes_i(p + 2 + e); });
+  HWY_INLINE static void Unit(const uint8_t* p, Header d, int64_t first, int, Row& row) {
+    row.unit(first, d, [&](int e) KEEL_INLINE_LAMBDA { return bytes_i(p + 2 + e); });
   }
 };
 
 // Q4_0: element j < 16 is the low nibble of qs[j], element j + 16 its high nibble.
 struct Q4_0K {
-  static constexpr int kElems = 32, kBytes = 18;
+  static constexpr int kElems = 32, kBytes = 18, kUnits = 1;
+  using Header = float;  // d
+  HWY_INLINE static Header Read(const uint8_t* p) { return f16_at(p); }
   template <class Row>
-  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+  HWY_INLINE static void Unit(const uint8_t* p, Header d, int64_t first, int, Row& row) {
     const D16 d16;
-    row.unit(first, 32, f16_at(p), [&](int e) KEEL_INLINE_LAMBDA {
+    row.unit(first, d, [&](int e) KEEL_INLINE_LAMBDA {
       const V16 b = bytes_u(p + 2 + (e & 15));
       return hn::Sub(e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b), hn::Set(d16, 8));
     });
@@ -158,15 +99,17 @@ alignas(32) constexpr uint16_t kLaneBits[16] = {1u << 0, 1u << 1, 1u << 2, 1u <<
                                                1u << 12, 1u << 13, 1u << 14, 1u << 15};  // 1 << lane
 
 struct Q5_0K {
-  static constexpr int kElems = 32, kBytes = 22;
+  static constexpr int kElems = 32, kBytes = 22, kUnits = 1;
+  using Header = float;  // d
+  HWY_INLINE static Header Read(const uint8_t* p) { return f16_at(p); }
   template <class Row>
-  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+  HWY_INLINE static void Unit(const uint8_t* p, Header d, int64_t first, int, Row& row) {
     const D16 d16;
     const hn::RebindToUnsigned<D16> du16;
     uint32_t qh;
     std::memcpy(&qh, p + 2, 4);
     const auto lane_bit = hn::LoadU(du16, kLaneBits);
-    row.unit(first, 32, f16_at(p), [&](int e) KEEL_INLINE_LAMBDA {
+    row.unit(first, d, [&](int e) KEEL_INLINE_LAMBDA {
       const V16 b = bytes_u(p + 6 + (e & 15));
       const V16 low = e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b);
       const auto bits = hn::And(hn::Set(du16, static_cast<uint16_t>(qh >> e)), lane_bit);
@@ -180,56 +123,56 @@ struct Q5_0K {
 // qs[32 (j / 2) ..]; Q5_K's bit 4 of element l is bit j of qh[l].
 template <bool kFive>
 struct QK45 {
-  static constexpr int kElems = 256, kBytes = kFive ? 176 : 144;
+  static constexpr int kElems = 256, kBytes = kFive ? 176 : 144, kUnits = 8;
+  struct Header {
+    float d, dmin;
+  };
+  HWY_INLINE static Header Read(const uint8_t* p) { return {f16_at(p), f16_at(p + 2)}; }
   template <class Row>
-  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+  HWY_INLINE static void Unit(const uint8_t* p, Header h, int64_t first, int j, Row& row) {
     const D16 d16;
-    const float d = f16_at(p), dmin = f16_at(p + 2);
+    const float d = h.d, dmin = h.dmin;
     const uint8_t* qh = p + 16;
-    const uint8_t* qs = p + (kFive ? 48 : 16);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      ggml_k4_scale_min(j, p + 4, sc, m);
-      const uint8_t* q = qs + 32 * (j / 2);
-      const bool high = j % 2 != 0;
-      row.unit(first + 32 * j, 32, d * static_cast<float>(sc), [&](int e) KEEL_INLINE_LAMBDA {
-        const V16 b = bytes_u(q + e);
-        V16 code = high ? hn::ShiftRight<4>(b) : hn::And(b, hn::Set(d16, 15));
-        if constexpr (kFive)
-          code = hn::Or(code, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(bytes_u(qh + e), j), hn::Set(d16, 1))));
-        return code;
-      });
-      row.offset_term(first + 32 * j, -(dmin * static_cast<float>(m)));
-    }
+    const uint8_t* q = p + (kFive ? 48 : 16) + 32 * (j / 2);
+    const bool high = j % 2 != 0;
+    int sc, m;
+    ggml_k4_scale_min(j, p + 4, sc, m);
+    row.unit(first + 32 * j, d * static_cast<float>(sc), [&](int e) KEEL_INLINE_LAMBDA {
+      const V16 b = bytes_u(q + e);
+      V16 code = high ? hn::ShiftRight<4>(b) : hn::And(b, hn::Set(d16, 15));
+      if constexpr (kFive)
+        code = hn::Or(code, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(bytes_u(qh + e), j), hn::Set(d16, 1))));
+      return code;
+    });
+    row.offset_term(first + 32 * j, -(dmin * static_cast<float>(m)));
   }
 };
 
 // Q6_K: sub-block (n, k, h) of 16 elements starts at 128 n + 32 k + 16 h; its low four bits are
 // the low (k < 2) or high nibbles of ql[64 n + 32 (k % 2) + 16 h ..], its top two bits (2 k) of
-// qh[32 n + 16 h ..], its scale sc[8 n + 2 k + h]; code = bits - 32. The two sub-blocks of each
-// 32 elements (h = 0, 1) form one unit, their codes multiplied by their int8 scales first:
-// |(q - 32) * sc| <= 4096 fits int16, and a pair of products 2^28 fits int32.
+// qh[32 n + 16 h ..], its scale sc[8 n + 2 k + h]; code = bits - 32. The two sub-blocks of each 32
+// elements (h = 0, 1) form one unit j = 4 n + k, their codes multiplied by their int8 scales first:
+// |(q - 32) * sc| <= 4096, so 32 products with activations of at most 16383 fit int32.
 struct Q6_KK {
-  static constexpr int kElems = 256, kBytes = 210;
+  static constexpr int kElems = 256, kBytes = 210, kUnits = 8;
+  using Header = float;  // d
+  HWY_INLINE static Header Read(const uint8_t* p) { return f16_at(p + 208); }
   template <class Row>
-  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+  HWY_INLINE static void Unit(const uint8_t* p, Header d, int64_t first, int j, Row& row) {
     const D16 d16;
-    const float d = f16_at(p + 208);
-    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-    for (int n = 0; n < 2; ++n)
-      for (int k = 0; k < 4; ++k) {
-        const uint8_t* ql = p + 64 * n + 32 * (k % 2);
-        const uint8_t* qh = p + 128 + 32 * n;
-        const int shift = 2 * k;
-        row.unit(first + 128 * n + 32 * k, 32, d, [&](int e) KEEL_INLINE_LAMBDA {
-          const V16 l = bytes_u(ql + e);
-          const V16 low = k < 2 ? hn::And(l, hn::Set(d16, 15)) : hn::ShiftRight<4>(l);
-          const V16 top = hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(bytes_u(qh + e), shift), hn::Set(d16, 3)));
-          const V16 code = hn::Sub(hn::Or(low, top), hn::Set(d16, 32));
-          // The vector lies in one sub-block (at most 16 lanes): h = e / 16.
-          return hn::Mul(code, hn::Set(d16, static_cast<int16_t>(sc[8 * n + 2 * k + e / 16])));
-        });
-      }
+    const int n = j / 4, k = j % 4;
+    const uint8_t* ql = p + 64 * n + 32 * (k % 2);
+    const uint8_t* qh = p + 128 + 32 * n;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192) + 8 * n + 2 * k;
+    const int shift = 2 * k;
+    row.unit(first + 32 * j, d, [&](int e) KEEL_INLINE_LAMBDA {
+      const V16 l = bytes_u(ql + e);
+      const V16 low = k < 2 ? hn::And(l, hn::Set(d16, 15)) : hn::ShiftRight<4>(l);
+      const V16 top = hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(bytes_u(qh + e), shift), hn::Set(d16, 3)));
+      const V16 code = hn::Sub(hn::Or(low, top), hn::Set(d16, 32));
+      // The vector lies in one sub-block (at most 16 lanes): h = e / 16.
+      return hn::Mul(code, hn::Set(d16, static_cast<int16_t>(sc[e / 16])));
+    });
   }
 };
 
@@ -238,11 +181,13 @@ struct Q6_KK {
 // sign bit 3), formed here by arithmetic (no byte table is portable to every lane count), and the
 // block's scale is 2^(e - 128).
 struct Mxfp4K {
-  static constexpr int kElems = 32, kBytes = 17;
+  static constexpr int kElems = 32, kBytes = 17, kUnits = 1;
+  using Header = float;  // the block's scale
+  HWY_INLINE static Header Read(const uint8_t* p) { return std::bit_cast<float>(ggml_e8m0_half_bits(p[0])); }
   template <class Row>
-  HWY_INLINE static void Block(const uint8_t* p, int64_t first, Row& row) {
+  HWY_INLINE static void Unit(const uint8_t* p, Header scale, int64_t first, int, Row& row) {
     const D16 d16;
-    row.unit(first, 32, std::bit_cast<float>(ggml_e8m0_half_bits(p[0])), [&](int e) KEEL_INLINE_LAMBDA {
+    row.unit(first, scale, [&](int e) KEEL_INLINE_LAMBDA {
       const V16 b = bytes_u(p + 1 + (e & 15));
       const V16 code = e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b);
       const V16 m = hn::And(code, hn::Set(d16, 7));
@@ -263,13 +208,17 @@ struct MlxRow {
   const float* scales;
   const float* biases;
   int64_t cols, group_size;
+  int group_shift;  // log2(group_size / 32), or -1 when that is not a power of two
 
   MlxRow(const MlxRows& m, int64_t r)
       : bytes(reinterpret_cast<const uint8_t*>(m.words) + r * (m.cols * kBits / 8)),
         scales(m.scales + r * (m.cols / m.group_size)),
         biases(m.biases + r * (m.cols / m.group_size)),
         cols(m.cols),
-        group_size(m.group_size) {}
+        group_size(m.group_size),
+        group_shift(std::has_single_bit(static_cast<uint64_t>(m.group_size / 32))
+                        ? std::countr_zero(static_cast<uint64_t>(m.group_size / 32))
+                        : -1) {}
 
   void prefetch() const {
     prefetch_ahead(bytes, cols * kBits / 8);
@@ -277,23 +226,26 @@ struct MlxRow {
     prefetch_ahead(biases, cols / group_size * 4);
   }
 
+  int64_t units() const { return cols / 32; }
+
+  // The group by a shift (mlx-lm's groups are powers of two): a division per unit cost as much as
+  // the unit's products.
+  template <int K0, class Row>
+  HWY_INLINE void four_at(int64_t u0, Row& row) const {
+    for (int k = 0; k < 4; ++k) unit(u0 + K0 + k, row);
+  }
+
   template <class Row>
-  HWY_INLINE void run(Row& row) const {
+  HWY_INLINE void unit(int64_t b, Row& row) const {
     const D16 d16;
-    // The group is counted, not divided out: an integer division per unit cost as much as the
-    // unit's products.
-    const int64_t units_per_group = group_size / 32;
-    int64_t g = 0, left_in_group = units_per_group;
-    for (int64_t b = 0; b < cols / 32; ++b) {
-      const uint8_t* p = bytes + b * (32 * kBits / 8);
-      row.unit(32 * b, 32, scales[g], [&](int e) KEEL_INLINE_LAMBDA {
-        if constexpr (kBits == 8) return bytes_u(p + e);
-        const V16 v = bytes_u(p + (e & 15));
-        return e < 16 ? hn::And(v, hn::Set(d16, 15)) : hn::ShiftRight<4>(v);
-      });
-      row.offset_term(32 * b, biases[g]);
-      if (--left_in_group == 0) ++g, left_in_group = units_per_group;
-    }
+    const int64_t g = group_shift >= 0 ? b >> group_shift : b / (group_size / 32);
+    const uint8_t* p = bytes + b * (32 * kBits / 8);
+    row.unit(32 * b, scales[g], [&](int e) KEEL_INLINE_LAMBDA {
+      if constexpr (kBits == 8) return bytes_u(p + e);
+      const V16 v = bytes_u(p + (e & 15));
+      return e < 16 ? hn::And(v, hn::Set(d16, 15)) : hn::ShiftRight<4>(v);
+    });
+    row.offset_term(32 * b, biases[g]);
   }
 };
 
@@ -307,154 +259,375 @@ struct GgmlRow {
 
   void prefetch() const { prefetch_ahead(p, blocks * F::kBytes); }
 
+  int64_t units() const { return blocks * F::kUnits; }
+
   template <class Row>
-  HWY_INLINE void run(Row& row) const {
-    for (int64_t b = 0; b < blocks; ++b) F::Block(p + b * F::kBytes, b * F::kElems, row);
+  HWY_INLINE void unit(int64_t u, Row& row) const {
+    const int64_t b = u / F::kUnits;
+    const uint8_t* block = p + b * F::kBytes;
+    F::Unit(block, F::Read(block), b * F::kElems, static_cast<int>(u % F::kUnits), row);
+  }
+
+  // Units u0 + K0 .. u0 + K0 + 4, u0 a multiple of 8 (and so of kUnits, 1 or 8).
+  template <int K0, class Row>
+  HWY_INLINE void four_at(int64_t u0, Row& row) const {
+    static_assert(8 % F::kUnits == 0 && (F::kUnits == 1 || K0 + 4 <= F::kUnits));
+    if constexpr (F::kUnits == 1) {
+      [&]<int... K>(std::integer_sequence<int, K...>) KEEL_INLINE_LAMBDA {
+        (F::Unit(p + (u0 + K0 + K) * F::kBytes, F::Read(p + (u0 + K0 + K) * F::kBytes), (u0 + K0 + K) * F::kElems, 0, row), ...);
+      }(std::make_integer_sequence<int, 4>());
+    } else {
+      const int64_t b = u0 / F::kUnits;
+      const uint8_t* block = p + b * F::kBytes;
+      const typename F::Header h = F::Read(block);
+      [&]<int... K>(std::integer_sequence<int, K...>) KEEL_INLINE_LAMBDA {
+        (F::Unit(block, h, b * F::kElems, K0 + K, row), ...);
+      }(std::make_integer_sequence<int, 4>());
+    }
   }
 };
 
-// ---- Token tiles (x86 only: VPMADDWD multiplies adjacent pairs, so lane k of a unit's products is
-// code pairs k, k + kLanes, ... of the unit on every x86 target; NEON's widening multiply pairs
-// other lanes, and the scalar target has one).
-#undef KEEL_TOKEN_TILES  // this file is compiled once per target
-#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-#define KEEL_TOKEN_TILES 1
-#else
-#define KEEL_TOKEN_TILES 0
-#endif
-#if KEEL_TOKEN_TILES
+// Every unit of a row, in order, into `row`, which is told after each four units (or fewer, at the
+// row's end) to take them: row.flush(first unit, count). Units go four at a time from a multiple
+// of eight (four_at<0 or 4>), so that a unit's place within its block and among the partials is a
+// constant at compile time.
+template <class RowOf, class Row>
+HWY_INLINE void RunUnits(const RowOf& one, Row& row) {
+  const int64_t units = one.units();
+  int64_t u0 = 0;
+  for (; u0 + 8 <= units; u0 += 8) {
+    one.template four_at<0>(u0, row);
+    row.flush(u0, 4);
+    one.template four_at<4>(u0, row);
+    row.flush(u0 + 4, 4);
+  }
+  if (u0 + 4 <= units) {
+    one.template four_at<0>(u0, row);
+    row.flush(u0, 4);
+    u0 += 4;
+  }
+  if (u0 < units) {  // a row of 32 n columns, n not a multiple of 4 (gpt-oss's 2880)
+    const int n = static_cast<int>(units - u0);
+    for (int k = 0; k < n; ++k) one.unit(u0 + k, row);
+    row.flush(u0, n);
+  }
+}
 
-// A row decoded once for the token tiles: the same calls as RowTokens receives, recorded. Every
-// format calls offset_term for all of its units or for none.
+#if HWY_TARGET != HWY_SCALAR
+// One row against kNT tokens: each unit's code vectors are made once and multiplied with every
+// token's activations, and each unit's products summed in int32 lanes. Every four units, their
+// lane sums are reduced together (a transpose of adds) into one vector of four exact unit sums,
+// which takes the float work of the four units at once: partials u % 8 of four consecutive units
+// are four lanes of `low` (units 0-3 of eight) or `high` (4-7).
+using D4 = hn::CappedTag<int32_t, 4>;
+using DF4 = hn::Rebind<float, D4>;
+
+// The sums of the lanes of v[0], .., v[3], in the four lanes of one vector.
+template <class DV>  // D32 (a template, so that `if constexpr` drops the other lane count's branch)
+HWY_INLINE hn::Vec<D4> four_sums(DV d32, const hn::Vec<DV>* v) {
+  const hn::RepartitionToWide<DV> d64;
+  const auto a = hn::Add(hn::InterleaveLower(d32, v[0], v[1]), hn::InterleaveUpper(d32, v[0], v[1]));
+  const auto b = hn::Add(hn::InterleaveLower(d32, v[2], v[3]), hn::InterleaveUpper(d32, v[2], v[3]));
+  const auto a64 = hn::BitCast(d64, a), b64 = hn::BitCast(d64, b);
+  const auto c = hn::Add(hn::BitCast(d32, hn::InterleaveLower(d64, a64, b64)),
+                         hn::BitCast(d32, hn::InterleaveUpper(d64, a64, b64)));
+  if constexpr (hn::MaxLanes(DV()) == 8) return hn::Add(hn::LowerHalf(c), hn::UpperHalf(hn::Half<DV>(), c));
+  else return c;
+}
+
+// Four floats as a vector, from registers: four scalar stores read back as one vector would stall
+// on store forwarding.
+HWY_INLINE hn::Vec<DF4> four_floats(const float* f) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_EMU128
+  return hn::Vec<DF4>{_mm_setr_ps(f[0], f[1], f[2], f[3])};
+#else
+  alignas(16) const float v[4] = {f[0], f[1], f[2], f[3]};
+  return hn::Load(DF4(), v);
+#endif
+}
+
+template <int kNT>
+struct RowTokens {
+  const int16_t* xq[kNT];     // the tokens' quantized activations, at the row's first element
+  const float* xscale[kNT];   // per unit
+  const float* xsum[kNT];     // per unit
+  hn::Vec<D32> sums[kNT][4];  // the pending units' products, in int32 lanes
+  // The pending units' weight scales and offsets: scalars (registers, as the unit's index is a
+  // constant in RunUnits's unrolled loop), made a vector by four_floats.
+  float wscale[4] = {}, offset[4] = {};
+  bool has_offsets = false;
+  hn::Vec<DF4> low[kNT], high[kNT];
+
+  RowTokens(const I16Activations& a, int64_t t0) {
+    const int64_t units = a.cols / 32;
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) {
+      xq[t] = a.q.data() + (t0 + t) * a.cols;
+      xscale[t] = a.scale.data() + (t0 + t) * units;
+      xsum[t] = a.sum.data() + (t0 + t) * units;
+      low[t] = high[t] = hn::Zero(DF4());
+    }
+  }
+
+  // The lane of the unit at element `first` among the four pending (unsigned: a mask the compiler
+  // folds to a constant in RunUnits's unrolled loops).
+  static int pending_slot(int64_t first) { return static_cast<int>((static_cast<uint64_t>(first) >> 5) & 3); }
+
+  // The unit of 32 codes starting at element `first` of the row: codes(e) gives the code vector of
+  // its elements e .. e + L.
+  template <class Codes>
+  HWY_INLINE void unit(int64_t first, float scale, const Codes& codes) {
+    const D16 d16;
+    const D32 d32;
+    const int L = static_cast<int>(hn::Lanes(d16));
+    const int k = pending_slot(first);
+    hn::Vec<D32> s0[kNT], s1[kNT];
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) s0[t] = s1[t] = hn::Zero(d32);
+    for (int e = 0; e < 32; e += L) {
+      const V16 c = codes(e);
+      KEEL_UNROLL_TOKENS
+      for (int t = 0; t < kNT; ++t)
+        s0[t] = hn::ReorderWidenMulAccumulate(d32, c, hn::LoadU(d16, xq[t] + first + e), s0[t], s1[t]);
+    }
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) sums[t][k] = hn::Add(s0[t], s1[t]);
+    wscale[k] = scale;
+  }
+
+  // The c * sum(x) term of a unit of 32 (c = -dmin * m for Q4_K/Q5_K, an MLX group's bias).
+  HWY_INLINE void offset_term(int64_t first, float c) {
+    offset[pending_slot(first)] = c;
+    has_offsets = true;
+  }
+
+  // Units u0 .. u0 + n (n <= 4, u0 a multiple of 4) into their partials.
+  HWY_INLINE void flush(int64_t u0, int n) {
+    const DF4 df;
+    alignas(16) float xs_tail[kNT][4], xsum_tail[kNT][4];
+    if (n < 4) {  // the row's last units: the missing ones add nothing
+      for (int k = n; k < 4; ++k) {
+        for (int t = 0; t < kNT; ++t) sums[t][k] = hn::Zero(D32());
+        wscale[k] = offset[k] = 0.0f;
+      }
+      for (int t = 0; t < kNT; ++t)
+        for (int k = 0; k < 4; ++k) {
+          xs_tail[t][k] = k < n ? xscale[t][u0 + k] : 0.0f;
+          xsum_tail[t][k] = k < n ? xsum[t][u0 + k] : 0.0f;
+        }
+    }
+    const auto w = four_floats(wscale), c = four_floats(offset);
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) {
+      const auto xs = n < 4 ? hn::Load(df, xs_tail[t]) : hn::LoadU(df, xscale[t] + u0);
+      const auto product = hn::Mul(hn::Mul(w, xs), hn::ConvertTo(df, four_sums(D32(), sums[t])));
+      hn::Vec<DF4>& p = (static_cast<uint64_t>(u0) & 4) == 0 ? low[t] : high[t];
+      p = hn::Add(p, product);
+      if (has_offsets)
+        p = hn::Add(p, hn::Mul(c, n < 4 ? hn::Load(df, xsum_tail[t]) : hn::LoadU(df, xsum[t] + u0)));
+    }
+  }
+
+  HWY_INLINE void store(float* y, int64_t y_stride) {
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) {
+      alignas(16) float p[kPartials];
+      hn::Store(low[t], DF4(), p);
+      hn::Store(high[t], DF4(), p + 4);
+      y[t * y_stride] = partials_sum(p);
+    }
+  }
+};
+#else
+// The scalar target: the same sums, one unit at a time.
+template <int kNT>
+struct RowTokens {
+  const int16_t* xq[kNT];
+  const float* xscale[kNT];
+  const float* xsum[kNT];
+  float p[kNT][kPartials] = {};
+
+  RowTokens(const I16Activations& a, int64_t t0) {
+    const int64_t units = a.cols / 32;
+    for (int t = 0; t < kNT; ++t) {
+      xq[t] = a.q.data() + (t0 + t) * a.cols;
+      xscale[t] = a.scale.data() + (t0 + t) * units;
+      xsum[t] = a.sum.data() + (t0 + t) * units;
+    }
+  }
+
+  template <class Codes>
+  HWY_INLINE void unit(int64_t first, float scale, const Codes& codes) {
+    const D16 d16;
+    const D32 d32;
+    const int64_t u = first / 32;
+    for (int t = 0; t < kNT; ++t) {
+      auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+      for (int e = 0; e < 32; ++e) s0 = hn::ReorderWidenMulAccumulate(d32, codes(e), hn::LoadU(d16, xq[t] + first + e), s0, s1);
+      const auto sum = static_cast<float>(hn::GetLane(hn::Add(s0, s1)));
+      float& partial = p[t][u % kPartials];
+      partial = partial + (scale * xscale[t][u]) * sum;
+    }
+  }
+
+  HWY_INLINE void offset_term(int64_t first, float c) {
+    const int64_t u = first / 32;
+    for (int t = 0; t < kNT; ++t) p[t][u % kPartials] = p[t][u % kPartials] + c * xsum[t][u];
+  }
+
+  HWY_INLINE void flush(int64_t, int) {}
+
+  HWY_INLINE void store(float* y, int64_t y_stride) {
+    for (int t = 0; t < kNT; ++t) y[t * y_stride] = partials_sum(p[t]);
+  }
+};
+#endif
+
+// ---- Token tiles: rows across the lanes, for prefill. A task's rows are decoded once, in groups of
+// kGroupRows (the int32 lanes of a vector: 8 on AVX2 and AVX-512, 4 on SSE4 and NEON) with pair P
+// of each unit of the group's rows side by side, so that one load gives that pair of codes for
+// every row of the group and one broadcast gives it of a token's activations. kTileTokens tokens
+// at a time then run against each group. The float work per unit is one vector per token for the
+// whole group, where the row-at-a-time path spends it per row. Each (row, token) runs the exact
+// unit sums and the float operations of RowTokens, in its order: the same bits. (Not on the scalar
+// target: one lane holds no group.)
+#undef KEEL_GROUP_TILES  // this file is compiled once per target
+#define KEEL_GROUP_TILES (HWY_TARGET != HWY_SCALAR)
+#if KEEL_GROUP_TILES
+using DG16 = hn::Repartition<int16_t, D32>;
+constexpr int kGroupRows = static_cast<int>(hn::MaxLanes(D32()));
+constexpr int64_t kTileTokens = 4, kTiledFrom = 8;  // tiles for 8 tokens or more
+
+// A row decoded once: the calls RowTokens would receive, recorded. A format calls offset_term for
+// all of its units or for none.
 struct DecodedRow {
-  int16_t* codes;  // [cols]: unit u's codes at 32 u, in the activations' order
+  int16_t* codes;  // [cols]: in the activations' order
   float* scale;    // [cols / 32]
   float* offset;   // [cols / 32]
   bool has_offsets = false;
 
   template <class Codes>
-  HWY_INLINE void unit(int64_t first, int n, float s, const Codes& codes_of) {
+  HWY_INLINE void unit(int64_t first, float s, const Codes& codes_of) {
     const int L = static_cast<int>(hn::Lanes(D16()));
-    for (int e = 0; e < n; e += L) hn::StoreU(codes_of(e), D16(), codes + first + e);
+    for (int e = 0; e < 32; e += L) hn::StoreU(codes_of(e), D16(), codes + first + e);
     scale[first / 32] = s;
   }
   HWY_INLINE void offset_term(int64_t first, float c) {
     offset[first / 32] = c;
     has_offsets = true;
   }
+  HWY_INLINE void flush(int64_t, int) {}
 };
 
-// The tokens of one tile side by side: as many as an int32 vector holds, at most kI16TileTokens.
-using DT32 = hn::CappedTag<int32_t, kI16TileTokens>;
-using DT16 = hn::Repartition<int16_t, DT32>;
-using DTF = hn::Rebind<float, DT32>;
+// The rows of a group, interleaved: codes [unit][pair][kGroupRows] (a pair of int16 codes in each
+// int32), scales and offsets [unit][kGroupRows]. Rows past the task's end are zeros.
+struct RowGroup {
+  int32_t* codes;
+  float* scales;
+  float* offsets;
+};
 
-// One (row, tile)'s sums between column chunks (kLanes accumulators, then the offsets), and the
-// units of 32 columns per chunk (TiledProducts).
-constexpr int64_t kTileSums = (kLanes + 1) * kI16TileTokens, kTileChunkUnits = 8;
-
-// Units [u0, u1) of one decoded row against the tile of tokens t .. t + Lanes(DTF) (t a multiple of
-// that count), continuing `sums`: per unit, accumulator k takes the float of code pairs k,
-// k + kLanes, ... against the same pairs of each token, exactly as lane k of RowTokens's
-// accumulator, and the units come in the same order.
-HWY_INLINE void TileUnits(const DecodedRow& w, const I16Activations& a, int64_t t, int64_t u0, int64_t u1,
-                          float* sums) {
-  const DT32 dt;
-  const DT16 dt16;
-  const DTF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  constexpr int kSteps = 16 / kLanes;  // vectors of D16 per unit of 32
+// kTileTokens tokens from t0 against one group; out [kTileTokens][kGroupRows]. The partials live
+// in `partials` ([kTileTokens][kPartials][kGroupRows], in L1): a unit's float work loads and
+// stores one vector of them per token.
+HWY_INLINE void GroupTile(const RowGroup& g, bool has_offsets, const I16Activations& a, int64_t t0, float* partials,
+                          float* out) {
+  const D32 d32;
+  const DG16 d16;
+  const DF df;
   const int64_t units = a.cols / 32;
-  const int64_t tile = t / kI16TileTokens, lane0 = t % kI16TileTokens;
-  const int16_t* xq = a.tiled_q.data() + tile * (a.cols / 2) * kI16TileTokens * 2 + lane0 * 2;
-  const float* xs = a.tiled_scale.data() + tile * units * kI16TileTokens + lane0;
-  const float* xsum = a.tiled_sum.data() + tile * units * kI16TileTokens + lane0;
-  hn::Vec<DTF> acc[kLanes];
-  for (int k = 0; k < kLanes; ++k) acc[k] = hn::LoadU(df, sums + k * L);
-  auto offsets = hn::LoadU(df, sums + kLanes * L);
-  for (int64_t u = u0; u < u1; ++u) {
-    const auto scale = hn::Mul(hn::Set(df, w.scale[u]), hn::LoadU(df, xs + u * kI16TileTokens));
-    const int16_t* codes = w.codes + 32 * u;
-    const int16_t* x = xq + 16 * u * kI16TileTokens * 2;
-    for (int k = 0; k < kLanes; ++k) {
-      auto dot = hn::Zero(dt), unused = hn::Zero(dt);
-      for (int s = 0; s < kSteps; ++s) {
-        const int pair = s * kLanes + k;
-        int32_t two_codes;
-        std::memcpy(&two_codes, codes + 2 * pair, 4);
-        dot = hn::ReorderWidenMulAccumulate(dt, hn::BitCast(dt16, hn::Set(dt, two_codes)),
-                                            hn::LoadU(dt16, x + pair * kI16TileTokens * 2), dot, unused);
+  std::fill(partials, partials + kTileTokens * kPartials * kGroupRows, 0.0f);
+  for (int64_t u = 0; u < units; ++u) {
+    const int32_t* codes = g.codes + u * 16 * kGroupRows;
+    hn::Vec<D32> dot[kTileTokens], unused[kTileTokens];
+    for (int t = 0; t < kTileTokens; ++t) dot[t] = unused[t] = hn::Zero(d32);
+    for (int pair = 0; pair < 16; ++pair) {
+      const auto c = hn::BitCast(d16, hn::LoadU(d32, codes + pair * kGroupRows));
+      KEEL_UNROLL_TOKENS
+      for (int t = 0; t < kTileTokens; ++t) {
+        int32_t x;
+        std::memcpy(&x, a.q.data() + (t0 + t) * a.cols + 32 * u + 2 * pair, 4);
+        dot[t] = hn::ReorderWidenMulAccumulate(d32, c, hn::BitCast(d16, hn::Set(d32, x)), dot[t], unused[t]);
       }
-      acc[k] = hn::MulAdd(scale, hn::ConvertTo(df, dot), acc[k]);
     }
-    if (w.has_offsets)
-      offsets = hn::Add(offsets, hn::Mul(hn::Set(df, w.offset[u]), hn::LoadU(df, xsum + u * kI16TileTokens)));
+    const auto scale = hn::LoadU(df, g.scales + u * kGroupRows);
+    const auto c = hn::LoadU(df, g.offsets + u * kGroupRows);
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kTileTokens; ++t) {
+      const size_t at = static_cast<size_t>((t0 + t) * units + u);
+      float* partial = partials + (t * kPartials + u % kPartials) * kGroupRows;
+      const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, hn::Add(dot[t], unused[t])));
+      auto p = hn::Add(hn::LoadU(df, partial), product);
+      if (has_offsets) p = hn::Add(p, hn::Mul(c, hn::Set(df, a.sum[at])));
+      hn::StoreU(p, df, partial);
+    }
   }
-  for (int k = 0; k < kLanes; ++k) hn::StoreU(acc[k], df, sums + k * L);
-  hn::StoreU(offsets, df, sums + kLanes * L);
+  for (int t = 0; t < kTileTokens; ++t) {
+    const float* p = partials + t * kPartials * kGroupRows;
+    hn::Vec<DF> q[4];
+    for (int k = 0; k < 4; ++k) q[k] = hn::Add(hn::LoadU(df, p + k * kGroupRows), hn::LoadU(df, p + (k + 4) * kGroupRows));
+    hn::StoreU(hn::Add(hn::Add(q[0], q[2]), hn::Add(q[1], q[3])), df, out + t * kGroupRows);
+  }
 }
 
-// The tile's outputs: the lanes' pairwise tree (as lane_tree_sum), plus the offsets.
-HWY_INLINE void TileStore(const float* sums, float* y, int64_t y_stride) {
-  const DTF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<DTF> acc[kLanes];
-  for (int k = 0; k < kLanes; ++k) acc[k] = hn::LoadU(df, sums + k * L);
-  for (int width = kLanes; width > 1; width /= 2)
-    for (int i = 0; i < width / 2; ++i) acc[i] = hn::Add(acc[2 * i], acc[2 * i + 1]);
-  alignas(64) float out[kI16TileTokens];
-  hn::Store(hn::Add(acc[0], hn::LoadU(df, sums + kLanes * L)), df, out);
-  for (int64_t i = 0; i < L; ++i) y[i * y_stride] = out[i];
-}
-
-// Whole tiles of tokens from token 0 against every row of [r0, r1); returns the first token not
-// done. The rows are decoded once; then, per tile, the columns go in chunks of kTileChunkUnits units
-// with every row taking each chunk in turn, so the tile's activations for the chunk (4 KiB) stay in
-// L1 while the rows stream past (a tile over all of a 4864-wide row is 76 KiB, over L1).
+// The tiles' share of Products: every whole tile of tokens; returns the tokens it ran (0 when
+// there are too few).
 template <class RowOf, class Rows>
 int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
                       int64_t y_stride) {
-  const auto tile_tokens = static_cast<int64_t>(hn::Lanes(DTF()));
-  if (a.tiled_q.empty() || n_tokens < tile_tokens) return 0;
-  const int64_t rows = r1 - r0, units = a.cols / 32;
-  thread_local std::vector<int16_t> codes;
-  thread_local std::vector<float> scales, offsets, sums;
-  codes.resize(static_cast<size_t>(rows * a.cols));
-  scales.resize(static_cast<size_t>(rows * units));
-  offsets.resize(scales.size());
-  sums.resize(static_cast<size_t>(rows * kTileSums));  // [rows][kTileSums]
-  auto decoded = [&](int64_t r, bool has_offsets) {
-    return DecodedRow{codes.data() + r * a.cols, scales.data() + r * units, offsets.data() + r * units, has_offsets};
+  if (n_tokens < kTiledFrom) return 0;
+  const int64_t rows = r1 - r0, groups = (rows + kGroupRows - 1) / kGroupRows, cols = a.cols, units = cols / 32;
+  thread_local std::vector<int16_t> row_codes;
+  thread_local std::vector<int32_t> codes;
+  thread_local std::vector<float> row_scale, row_offset, scales, offsets;
+  row_codes.resize(static_cast<size_t>(cols));
+  row_scale.resize(static_cast<size_t>(units));
+  row_offset.assign(static_cast<size_t>(units), 0.0f);
+  codes.assign(static_cast<size_t>(groups * kGroupRows * cols / 2), 0);
+  scales.assign(static_cast<size_t>(groups * kGroupRows * units), 0.0f);
+  offsets.assign(static_cast<size_t>(groups * kGroupRows * units), 0.0f);
+  auto group = [&](int64_t gi) {
+    return RowGroup{codes.data() + gi * kGroupRows * (cols / 2), scales.data() + gi * kGroupRows * units,
+                    offsets.data() + gi * kGroupRows * units};
   };
   bool has_offsets = false;
   for (int64_t r = 0; r < rows; ++r) {
     const RowOf one(w, r0 + r);
     one.prefetch();
-    DecodedRow row = decoded(r, false);
-    one.run(row);
-    has_offsets = row.has_offsets;  // the same for every row of a format
+    DecodedRow row{row_codes.data(), row_scale.data(), row_offset.data()};
+    RunUnits(one, row);
+    has_offsets = row.has_offsets;  // the same for every row
+    const RowGroup g = group(r / kGroupRows);
+    const int64_t lane = r % kGroupRows;
+    for (int64_t pair = 0; pair < cols / 2; ++pair)
+      std::memcpy(g.codes + pair * kGroupRows + lane, row_codes.data() + 2 * pair, 4);
+    for (int64_t u = 0; u < units; ++u) g.scales[u * kGroupRows + lane] = row_scale[static_cast<size_t>(u)];
+    for (int64_t u = 0; u < units; ++u) g.offsets[u * kGroupRows + lane] = row_offset[static_cast<size_t>(u)];
   }
-  const int64_t end = n_tokens / tile_tokens * tile_tokens;
-  for (int64_t t = 0; t < end; t += tile_tokens) {
-    std::fill(sums.begin(), sums.end(), 0.0f);
-    for (int64_t u0 = 0; u0 < units; u0 += kTileChunkUnits)
-      for (int64_t r = 0; r < rows; ++r)
-        TileUnits(decoded(r, has_offsets), a, t, u0, std::min(units, u0 + kTileChunkUnits), sums.data() + r * kTileSums);
-    for (int64_t r = 0; r < rows; ++r) TileStore(sums.data() + r * kTileSums, y + t * y_stride + r, y_stride);
-  }
+  alignas(64) float partials[kTileTokens * kPartials * kGroupRows];
+  alignas(64) float out[kTileTokens * kGroupRows];
+  const int64_t end = n_tokens / kTileTokens * kTileTokens;
+  for (int64_t t = 0; t < end; t += kTileTokens)
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      GroupTile(group(gi), has_offsets, a, t, partials, out);
+      const int64_t first_row = gi * kGroupRows, n_rows = std::min<int64_t>(kGroupRows, rows - first_row);
+      for (int64_t k = 0; k < kTileTokens; ++k)
+        std::memcpy(y + (t + k) * y_stride + first_row, out + k * kGroupRows, static_cast<size_t>(n_rows) * sizeof(float));
+    }
   return end;
 }
-#endif  // KEEL_TOKEN_TILES
+#endif  // KEEL_GROUP_TILES
 
 // Every row of [r0, r1) against the tokens no tile took: blocks of kTokenBlock tokens outermost,
 // so a block's activations (64 x 4864 x 2 bytes at most, in L2) serve every row of the task; in a
-// block, four tokens at a time, then one. The rows ahead are prefetched before each row.
+// block, each row against two tokens at a time, then one. The rows ahead are prefetched before
+// each row.
 constexpr int64_t kTokenBlock = 64;
 template <class RowOf, class Rows>
 void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
               int64_t y_stride) {
   int64_t first = 0;
-#if KEEL_TOKEN_TILES
+#if KEEL_GROUP_TILES
   first = TiledProducts<RowOf>(w, a, n_tokens, r0, r1, y, y_stride);
 #endif
   for (int64_t t0 = first; t0 < n_tokens; t0 += kTokenBlock) {
@@ -463,14 +636,14 @@ void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t 
       const RowOf one(w, r);
       one.prefetch();
       int64_t t = t0;
-      for (; t + 4 <= t_end; t += 4) {
-        RowTokens<4> row(a, t);
-        one.run(row);
+      for (; t + 2 <= t_end; t += 2) {
+        RowTokens<2> row(a, t);
+        RunUnits(one, row);
         row.store(y + t * y_stride + (r - r0), y_stride);
       }
       for (; t < t_end; ++t) {
         RowTokens<1> row(a, t);
-        one.run(row);
+        RunUnits(one, row);
         row.store(y + t * y_stride + (r - r0), y_stride);
       }
     }
@@ -513,6 +686,8 @@ namespace keel::ops {
 HWY_EXPORT(GemmGgmlI16);
 HWY_EXPORT(GemmMlxI16);
 
+int16_t i16_activation_limit(WeightFormat f) { return f == WeightFormat::Q6_K ? 16383 : 32767; }
+
 bool ggml_i16_supported(WeightFormat f) {
   return f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0 || f == WeightFormat::Q5_0 || f == WeightFormat::Q4_K ||
          f == WeightFormat::Q5_K || f == WeightFormat::Q6_K || f == WeightFormat::MXFP4_GGUF;
@@ -526,6 +701,7 @@ void gemm_ggml_i16(const GgmlRows& w, const I16Activations& a, int64_t n_tokens,
                    float* y, int64_t y_stride) {
   if (!ggml_i16_supported(w.format)) throw InternalError(std::string("no int16 kernel for ") + weight_format_name(w.format));
   if (a.pairs_split) throw InternalError("ggml rows take activations in element order");
+  if (a.limit > i16_activation_limit(w.format)) throw InternalError("int16 activations too wide for these rows' sums");
   HWY_DYNAMIC_DISPATCH(GemmGgmlI16)(w, a, n_tokens, r0, r1, y, y_stride);
 }
 

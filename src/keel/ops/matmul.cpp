@@ -185,7 +185,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   if (mlx ? mlx_i16_supported(mlx_rows(w)) : is_ggml_block_format(w.format) && ggml_i16_supported(w.format)) {
     thread_local I16Activations caller_act;
     I16Activations& act = caller_act;
-    size_i16_activations(w.cols, n_tokens, w.format == WeightFormat::MLX4, act);
+    size_i16_activations(w.cols, n_tokens, w.format == WeightFormat::MLX4, act, i16_activation_limit(w.format));
     prepared_product(
         pool, n_tokens, tasks, [&](int64_t t0, int64_t t1) { quantize_i16_activations(x, t0, t1, act); },
         [&](size_t task) {
