@@ -489,10 +489,12 @@ struct RowTokens {
 // every row of the group and one broadcast gives it of a token's activations. kTileTokens tokens
 // at a time then run against each group. The float work per unit is one vector per token for the
 // whole group, where the row-at-a-time path spends it per row. Each (row, token) runs the exact
-// unit sums and the float operations of RowTokens, in its order: the same bits. (Not on the scalar
-// target: one lane holds no group.)
+// unit sums and the float operations of RowTokens, in its order: the same bits. x86 only: the
+// tiles need VPMADDWD's pairs (lane k = the products of int16 lanes 2k and 2k + 1, one row's pair
+// of codes); NEON's widening multiply puts other lanes together, and the scalar target has one.
+// Elsewhere every token runs the row path.
 #undef KEEL_GROUP_TILES  // this file is compiled once per target
-#define KEEL_GROUP_TILES (HWY_TARGET != HWY_SCALAR)
+#define KEEL_GROUP_TILES (HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128)
 #if KEEL_GROUP_TILES
 using DG16 = hn::Repartition<int16_t, D32>;
 constexpr int kGroupRows = static_cast<int>(hn::MaxLanes(D32()));

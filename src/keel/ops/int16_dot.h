@@ -25,8 +25,8 @@
 // target gives the same bits.
 //
 // Decode (one token, or a few) walks a row at a time and reduces four units' int32 lanes together
-// into one vector of four unit sums, whose float work is then one vector operation. Prefill runs
-// token tiles with rows across the lanes: a task's rows are decoded once and interleaved by groups
+// into one vector of four unit sums, whose float work is then one vector operation. Prefill on x86
+// runs token tiles with rows across the lanes: a task's rows are decoded once and interleaved by groups
 // of rows, so one load gives a pair of codes of every row of a group and one broadcast the pair of
 // a token's activations, and the float work of a unit is one vector per token for the group's
 // rows.
