@@ -18,6 +18,8 @@
 #   $MODELS/q05-q4_k_m.gguf   llama-quantize q05-bf16.gguf ... Q4_K_M
 #   $MODELS/q05-q4_0.gguf     llama-quantize --pure q05-bf16.gguf ... Q4_0
 #   $MODELS/keel-mlx8/, keel-mlx4/  keel synth --dtype mlx8 / mlx4 (keel's MLX folders)
+#   $MODELS/a3b16-q4_k_m.gguf, a3b16-q4_0.gguf, keel-a3b16-mlx4/  the first 16 layers of
+#                             Qwen3-30B-A3B (keel synth --layers 16), quantized the same ways
 set -euo pipefail
 
 usage() {
@@ -32,6 +34,8 @@ usage: bench/side_by_side.sh [-t THREADS] [-p LENGTHS] [-n GEN] [-d DEPTH] [-r R
   -w PAIRS    comma-separated, from (default gbf16,gq8,gq4km,gq4,mlx8,mlx4):
                 gbf16, gq8, gq4km, gq4  both read the same GGUF file (BF16, Q8_0, Q4_K_M, Q4_0)
                 mlx8, mlx4              keel's MLX 8/4-bit folder vs the Q8_0 / Q4_0 file
+                moe4km, moe4            Qwen3-30B-A3B's first 16 layers, Q4_K_M / Q4_0, both
+                moemlx4                 keel's MLX 4-bit folder of that slice vs its Q4_0 file
   -o OUT      where the raw files and the summary go (default bench/results/<date>-<machine>)
 
 environment:
@@ -79,11 +83,15 @@ pair_gguf() {
   case "$1" in
     gbf16) echo "$MODELS/q05-bf16.gguf" ;; gq8|mlx8) echo "$MODELS/q05-q8_0.gguf" ;;
     gq4km) echo "$MODELS/q05-q4_k_m.gguf" ;; gq4|mlx4) echo "$MODELS/q05-q4_0.gguf" ;;
-    *) fail "-w: unknown pair '$1' (expected gbf16, gq8, gq4km, gq4, mlx8 or mlx4)" ;;
+    moe4km) echo "$MODELS/a3b16-q4_k_m.gguf" ;; moe4|moemlx4) echo "$MODELS/a3b16-q4_0.gguf" ;;
+    *) fail "-w: unknown pair '$1' (expected gbf16, gq8, gq4km, gq4, mlx8, mlx4, moe4km, moe4 or moemlx4)" ;;
   esac
 }
 pair_keel() {
-  case "$1" in mlx8) echo "$MODELS/keel-mlx8" ;; mlx4) echo "$MODELS/keel-mlx4" ;; *) pair_gguf "$1" ;; esac
+  case "$1" in
+    mlx8) echo "$MODELS/keel-mlx8" ;; mlx4) echo "$MODELS/keel-mlx4" ;; moemlx4) echo "$MODELS/keel-a3b16-mlx4" ;;
+    *) pair_gguf "$1" ;;
+  esac
 }
 
 [ -x "$KEEL" ] || fail "no keel binary at $KEEL (build it, or set KEEL)"

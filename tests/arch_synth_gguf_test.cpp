@@ -1,7 +1,8 @@
 // keel synth writing GGUF (arch/synth.h synthesize_gguf, `keel synth --out FILE.gguf`): a GGUF and
 // a folder of the same seed hold the same weights, so keel computes the same logits from both,
-// for qwen2 (rows as in the checkpoint), qwen3 (q/k norms, explicit head size) and llama (q/k rows
-// permuted for interleaved rope, undone by keel's interleaved rope); the tokenizer and chat
+// for qwen2 (rows as in the checkpoint), qwen3 (q/k norms, explicit head size), llama (q/k rows
+// permuted for interleaved rope, undone by keel's interleaved rope) and qwen3_moe (per-expert
+// matrices stacked into ffn_{gate,up,down}_exps); the tokenizer and chat
 // template written into the file are the folder's; what GGUF output does not cover is refused.
 #include <gtest/gtest.h>
 
@@ -111,6 +112,23 @@ TEST(SynthGguf, LlamaQkPermutationRoundTrips) {
   EXPECT_LT(folder_vs_gguf(c, WeightFormat::F16, true), 1e-6);
 }
 
+TEST(SynthGguf, Qwen3MoeStacksTheFoldersExperts) {
+  json c = tiny_config("qwen3_moe");
+  c["num_experts"] = 4, c["num_experts_per_tok"] = 2, c["moe_intermediate_size"] = 32, c["norm_topk_prob"] = true;
+  c["tie_word_embeddings"] = false;
+  EXPECT_EQ(folder_vs_gguf(c, WeightFormat::BF16, false), 0.0);
+  // The stacks are in llama.cpp's order: (cols, rows, experts) innermost first.
+  test::TempDir tmp;
+  SynthOptions o;
+  synthesize_gguf(write_config(tmp.path() / "src", c), tmp.path() / "m.gguf", o);
+  const gguf::File file(tmp.path() / "m.gguf");
+  const gguf::Tensor* down = file.header().find_tensor("blk.1.ffn_down_exps.weight");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->dims, (std::vector<int64_t>{32, 64, 4}));
+  EXPECT_EQ(file.optional_int("qwen3moe.expert_feed_forward_length"), 32);
+  EXPECT_EQ(file.optional_int("qwen3moe.expert_used_count"), 2);
+}
+
 TEST(SynthGguf, RefusesWhatItDoesNotWrite) {
   test::TempDir tmp;
   auto refusal = [&](const json& config, WeightFormat format) {
@@ -127,7 +145,13 @@ TEST(SynthGguf, RefusesWhatItDoesNotWrite) {
   EXPECT_NE(refusal(tiny_config("qwen2"), WeightFormat::MLX4).find("MLX weights have no GGUF form"), std::string::npos);
   json moe = tiny_config("qwen3_moe");
   moe["num_experts"] = 4, moe["num_experts_per_tok"] = 2, moe["moe_intermediate_size"] = 32;
-  EXPECT_NE(refusal(moe, WeightFormat::BF16).find("keel synth: qwen3_moe: no dense GGUF layout"), std::string::npos)
+  moe["norm_topk_prob"] = false;  // llama.cpp's qwen3moe always renormalizes
+  EXPECT_NE(refusal(moe, WeightFormat::BF16).find("keel synth: qwen3_moe: experts other than routed SwiGLU"),
+            std::string::npos)
+      << refusal(moe, WeightFormat::BF16);
+  moe["norm_topk_prob"] = true;
+  moe["mlp_only_layers"] = {1};
+  EXPECT_NE(refusal(moe, WeightFormat::BF16).find("dense FFNs beside expert layers"), std::string::npos)
       << refusal(moe, WeightFormat::BF16);
   json scaled = tiny_config("llama");
   scaled["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};

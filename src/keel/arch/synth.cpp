@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -52,7 +54,10 @@ class Planner {
  public:
   Planner(const SynthOptions& o) : o_(o) {}
 
-  void matrix(const std::string& prefix, int64_t rows, int64_t cols) {
+  // A (rows, cols) matrix, or a (stack, rows, cols) stack of them (GGUF's expert stacks, never MLX).
+  void matrix(const std::string& prefix, const std::vector<int64_t>& shape) {
+    if (shape.size() == 3) return add(prefix + ".weight", dense_dtype(), shape, PlannedTensor::Fill::Weight);
+    const int64_t rows = shape[0], cols = shape[1];
     if (o_.format == WeightFormat::MLX4 || o_.format == WeightFormat::MLX8) {
       const int bits = o_.format == WeightFormat::MLX4 ? 4 : 8;
       if (cols % o_.mlx_group_size != 0)
@@ -253,9 +258,11 @@ PlannedTensor::Fill vector_fill(const std::string& name, const TensorNames& n) {
 }
 
 // The tensors load_weights() will look for, under `names`, in the order their random values are
-// drawn, stored as the options say.
-void plan_tensors(Planner& p, const ModelSpec& s, const TensorNames& names, bool mlx) {
-  const std::vector<arch::CheckpointTensor> list = in_draw_order(arch::checkpoint_tensors(s, names), s, names);
+// drawn, stored as the options say. `stacked_experts`: routed experts as (experts, rows, cols)
+// stacks (GGUF) instead of one matrix per expert.
+void plan_tensors(Planner& p, const ModelSpec& s, const TensorNames& names, bool mlx, bool stacked_experts = false) {
+  const std::vector<arch::CheckpointTensor> list =
+      in_draw_order(arch::checkpoint_tensors(s, names, stacked_experts), s, names);
   for (const arch::CheckpointTensor& t : list)
     if (mlx && t.matrix && !t.weight_suffix)  // Gemma 4's stacked experts have no MLX form in keel
       throw Error(s.model_type + ": keel synth writes this layout in bf16, f16 or f32 only");
@@ -266,8 +273,8 @@ void plan_tensors(Planner& p, const ModelSpec& s, const TensorNames& names, bool
       p.mxfp4(t.name, t.shape);
     } else if (!t.weight_suffix) {
       p.stacked(t.name, t.shape);
-    } else if (t.shape.size() == 2) {
-      p.matrix(t.name, t.shape[0], t.shape[1]);
+    } else if (t.shape.size() == 2 || (t.shape.size() == 3 && stacked_experts)) {
+      p.matrix(t.name, t.shape);
     } else {
       throw InternalError("keel synth: " + t.name + ": no stacked form to write");
     }
@@ -322,28 +329,46 @@ namespace {
 void check_gguf_writable(const SynthModel& m, const arch::Family& family) {
   const ModelSpec& s = m.spec;
   auto refuse = [&](const std::string& why) {
-    throw Error("keel synth: " + s.model_type + ": " + why + "; GGUF output covers dense llama, qwen2 and qwen3 models");
+    throw Error("keel synth: " + s.model_type + ": " + why +
+                "; GGUF output covers llama, qwen2, qwen3 and qwen3_moe models");
   };
-  if (!family.gguf_tensor_names || family.mixture_of_experts) refuse("no dense GGUF layout");
+  if (!family.gguf_tensor_names) refuse("no GGUF layout");
   if (m.config.contains("text_config")) refuse("a multimodal config");
   if (m.mlx) refuse("MLX weights have no GGUF form (write bf16 and use llama-quantize)");
   const LayerSpec& first = s.layers.front();
   for (const LayerSpec& l : s.layers) {
-    if (l.moe || l.attention != AttentionKind::Full || l.sandwich_norms || l.attention_sinks || l.layer_scalar ||
+    if (l.attention != AttentionKind::Full || l.sandwich_norms || l.attention_sinks || l.layer_scalar ||
         l.values_are_keys || l.v_norm)
-      refuse("layers beyond plain attention and a dense FFN");
+      refuse("layers beyond plain attention and a dense or routed-expert FFN");
     if (l.num_heads != first.num_heads || l.num_kv_heads != first.num_kv_heads || l.head_dim != first.head_dim ||
-        l.ffn_dim != first.ffn_dim || !(l.rope == first.rope))
-      refuse("layers of different shapes");
+        l.ffn_dim != first.ffn_dim || !(l.rope == first.rope) || l.moe.has_value() != first.moe.has_value())
+      refuse("layers of different shapes (dense FFNs beside expert layers included)");
+    if (!l.moe) continue;
+    const MoeSpec& e = *l.moe;
+    // llama.cpp's qwen3moe: softmax over every expert, top-k, renormalized; plain SwiGLU experts.
+    if (e.shared_expert_ffn_dim || e.softmax_after_topk || e.biases || e.swiglu_limit > 0 || e.beside_dense ||
+        !e.norm_topk_prob)
+      refuse("experts other than routed SwiGLU experts renormalized over the top k");
   }
   if (first.rope.scaling.kind != RopeScaling::Kind::None) refuse("rope scaling");
 }
 
-// The GGUF bytes of one planned tensor: 1-D tensors (norms, biases) as F32, whose values are
-// exactly the bf16/f16 ones of the folder; q/k of the llama architecture with each head's rows
-// permuted from Hugging Face's rotate-half order to the interleaved order llama.cpp's rope pairs
-// (row h*d + 2i + j of the file is row h*d + j*d/2 + i of the checkpoint).
-std::string gguf_data(const PlannedTensor& t, const std::string& hf_bytes, int64_t permute_heads, uint32_t& type) {
+// A GGUF tensor's type and size for a planned tensor of the folder: 1-D tensors (norms, biases)
+// as F32, matrices in their own dtype.
+uint32_t gguf_type(const PlannedTensor& t) {
+  const std::string dtype = t.dtype;
+  if (t.shape.size() == 1 || dtype == "F32") return 0;  // GGML_TYPE_F32
+  return dtype == "F16" ? 1 : 30;                        // GGML_TYPE_F16, BF16
+}
+uint64_t gguf_bytes(const PlannedTensor& t) {
+  return t.shape.size() == 1 && std::string(t.dtype) != "F32" ? 2 * t.bytes : t.bytes;
+}
+
+// The GGUF bytes of one planned tensor of the folder: 1-D tensors (norms, biases) as F32, whose
+// values are exactly the bf16/f16 ones of the folder; q/k of the llama architecture with each
+// head's rows permuted from Hugging Face's rotate-half order to the interleaved order llama.cpp's
+// rope pairs (row h*d + 2i + j of the file is row h*d + j*d/2 + i of the checkpoint).
+std::string gguf_data(const PlannedTensor& t, std::string hf_bytes, int64_t permute_heads) {
   const std::string dtype = t.dtype;
   std::string data;
   if (t.shape.size() == 1 && dtype != "F32") {
@@ -354,10 +379,8 @@ std::string gguf_data(const PlannedTensor& t, const std::string& hf_bytes, int64
       const float f = dtype == "F16" ? f16_to_float(h) : bf16_to_float(h);
       std::memcpy(data.data() + 4 * i, &f, 4);
     }
-    type = 0;  // GGML_TYPE_F32
   } else {
-    data = hf_bytes;
-    type = dtype == "F32" ? 0 : dtype == "F16" ? 1 : 30;  // GGML_TYPE_F32, F16, BF16
+    data = std::move(hf_bytes);
   }
   if (permute_heads > 0) {
     const int64_t rows = t.shape[0];
@@ -374,6 +397,74 @@ std::string gguf_data(const PlannedTensor& t, const std::string& hf_bytes, int64
   return data;
 }
 
+// Which of the folder's tensors make each GGUF tensor, laid end to end: a stacked expert matrix
+// (blk.N.ffn_gate_exps) is the folder's per-expert matrices (model.layers.N.mlp.experts.E.gate_proj)
+// in expert order; every other GGUF tensor is the next folder tensor left, in the order both lists
+// share.
+std::vector<std::vector<size_t>> gguf_sources(const std::vector<PlannedTensor>& folder, const TensorNames& hn,
+                                              const std::vector<PlannedTensor>& file, const TensorNames& gn) {
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < folder.size(); ++i) by_name[folder[i].name] = i;
+  std::vector<std::vector<size_t>> sources(file.size());
+  std::vector<bool> claimed(folder.size(), false);
+  for (size_t j = 0; j < file.size(); ++j) {
+    if (file[j].shape.size() != 3) continue;
+    const std::string& name = file[j].name;  // blk.N.{stacked_experts}{expert_gate}.weight
+    const size_t dot = name.find('.', gn.layer_prefix.size());
+    const std::string layer = name.substr(gn.layer_prefix.size(), dot - gn.layer_prefix.size());
+    const std::string matrix = name.substr(dot + 1 + gn.stacked_experts.size());
+    std::string hf_matrix;
+    for (auto [g, h] : {std::pair{&gn.expert_gate, &hn.expert_gate}, {&gn.expert_up, &hn.expert_up},
+                        {&gn.expert_down, &hn.expert_down}})
+      if (matrix == *g + ".weight") hf_matrix = *h + ".weight";
+    for (int64_t e = 0; e < file[j].shape[0]; ++e) {
+      const auto it = by_name.find(hn.layer_prefix + layer + "." + hn.experts + std::to_string(e) + "." + hf_matrix);
+      if (hf_matrix.empty() || it == by_name.end() || claimed[it->second])
+        throw InternalError("keel synth: GGUF stack " + name + " has no matching folder experts");
+      sources[j].push_back(it->second);
+      claimed[it->second] = true;
+    }
+  }
+  size_t next = 0;
+  for (size_t j = 0; j < file.size(); ++j) {
+    if (!sources[j].empty()) continue;
+    while (next < folder.size() && claimed[next]) ++next;
+    if (next >= folder.size() || folder[next].shape != file[j].shape)
+      throw InternalError("keel synth: GGUF tensor " + file[j].name + " has no matching folder tensor");
+    sources[j].push_back(next);
+    claimed[next++] = true;
+  }
+  if (std::find(claimed.begin(), claimed.end(), false) != claimed.end())
+    throw InternalError("keel synth: folder tensors left over after the GGUF plan");
+  return sources;
+}
+
+// Draws the folder's tensors in order and hands each out once, keeping those drawn ahead of their
+// turn (a layer's up and down experts while its gate stack is written): at most one layer's
+// experts are held.
+class FolderValues {
+ public:
+  FolderValues(const std::vector<PlannedTensor>& folder, uint64_t seed) : folder_(folder), rng_{seed} {}
+  std::string take(size_t i) {
+    while (drawn_ <= i) {
+      std::ostringstream values;
+      write_tensor(values, folder_[drawn_], rng_, kWeightScale);
+      held_.emplace(drawn_++, std::move(values).str());
+    }
+    const auto it = held_.find(i);
+    if (it == held_.end()) throw InternalError("keel synth: folder tensor " + folder_[i].name + " taken twice");
+    std::string out = std::move(it->second);
+    held_.erase(it);
+    return out;
+  }
+
+ private:
+  const std::vector<PlannedTensor>& folder_;
+  Random rng_;
+  size_t drawn_ = 0;
+  std::map<size_t, std::string> held_;
+};
+
 }  // namespace
 
 uint64_t synthesize_gguf(const std::filesystem::path& config_json, const std::filesystem::path& out_file,
@@ -388,7 +479,9 @@ uint64_t synthesize_gguf(const std::filesystem::path& config_json, const std::fi
   // GGUF of one seed hold the same weights.
   Planner hf(o), gg(o);
   plan_tensors(hf, s, m.names, false);
-  plan_tensors(gg, s, family.gguf_tensor_names(), false);
+  const TensorNames gguf_names = family.gguf_tensor_names();
+  plan_tensors(gg, s, gguf_names, false, /*stacked_experts=*/true);
+  const std::vector<std::vector<size_t>> sources = gguf_sources(hf.tensors, m.names, gg.tensors, gguf_names);
 
   namespace k = arch::gguf_keys;
   const std::string arch_name(family.gguf_architecture);
@@ -401,7 +494,12 @@ uint64_t synthesize_gguf(const std::filesystem::path& config_json, const std::fi
   w.set_uint32(k::key(arch_name, k::kContextLength), static_cast<uint32_t>(s.max_position));
   w.set_uint32(k::key(arch_name, k::kEmbeddingLength), static_cast<uint32_t>(s.hidden_size));
   w.set_uint32(k::key(arch_name, k::kBlockCount), static_cast<uint32_t>(s.num_layers));
-  w.set_uint32(k::key(arch_name, k::kFeedForwardLength), static_cast<uint32_t>(layer.ffn_dim));
+  if (layer.ffn_dim > 0) w.set_uint32(k::key(arch_name, k::kFeedForwardLength), static_cast<uint32_t>(layer.ffn_dim));
+  if (layer.moe) {
+    w.set_uint32(k::key(arch_name, k::kExpertCount), static_cast<uint32_t>(layer.moe->experts));
+    w.set_uint32(k::key(arch_name, k::kExpertUsedCount), static_cast<uint32_t>(layer.moe->experts_per_token));
+    w.set_uint32(k::key(arch_name, k::kExpertFeedForwardLength), static_cast<uint32_t>(layer.moe->expert_ffn_dim));
+  }
   w.set_uint32(k::key(arch_name, k::kHeadCount), static_cast<uint32_t>(layer.num_heads));
   w.set_uint32(k::key(arch_name, k::kHeadCountKv), static_cast<uint32_t>(layer.num_kv_heads));
   if (layer.head_dim * layer.num_heads != s.hidden_size) {  // llama.cpp's default is hidden / heads
@@ -414,25 +512,33 @@ uint64_t synthesize_gguf(const std::filesystem::path& config_json, const std::fi
   w.set_uint32(k::key(arch_name, k::kVocabSize), static_cast<uint32_t>(s.vocab_size));
   if (add_tokenizer) add_tokenizer(w, s.vocab_size);
 
+  // q and k (weights and biases) of a llama layer are permuted per head, k by its kv heads.
   const bool permute = family.gguf_architecture == "llama";
   const TensorNames& hn = m.names;
-  Random rng{o.seed};
+  auto heads_to_permute = [&](const PlannedTensor& t) -> int64_t {
+    if (!permute || !t.name.starts_with(hn.layer_prefix)) return 0;
+    const std::string rest = t.name.substr(t.name.find('.', hn.layer_prefix.size()) + 1);
+    if (rest == hn.q + ".weight" || rest == hn.q + ".bias") return layer.num_heads;
+    if (rest == hn.k + ".weight" || rest == hn.k + ".bias") return layer.num_kv_heads;
+    return 0;
+  };
+  auto values = std::make_shared<FolderValues>(hf.tensors, o.seed);
   uint64_t bytes = 0;
-  for (size_t i = 0; i < hf.tensors.size(); ++i) {
-    const PlannedTensor& t = hf.tensors[i];
-    std::ostringstream values;
-    write_tensor(values, t, rng, kWeightScale);
-    // q and k (weights and biases) of a llama layer: permuted per head, k by its kv heads.
-    int64_t heads = 0;
-    if (permute && t.name.starts_with(hn.layer_prefix)) {
-      const std::string rest = t.name.substr(t.name.find('.', hn.layer_prefix.size()) + 1);
-      if (rest == hn.q + ".weight" || rest == hn.q + ".bias") heads = layer.num_heads;
-      if (rest == hn.k + ".weight" || rest == hn.k + ".bias") heads = layer.num_kv_heads;
-    }
-    uint32_t type = 0;
-    std::string data = gguf_data(t, values.str(), heads, type);
-    bytes += data.size();
-    w.add_tensor(gg.tensors[i].name, {gg.tensors[i].shape.rbegin(), gg.tensors[i].shape.rend()}, type, std::move(data));
+  for (size_t j = 0; j < gg.tensors.size(); ++j) {
+    const PlannedTensor& t = gg.tensors[j];
+    uint64_t size = 0;
+    for (size_t i : sources[j]) size += gguf_bytes(hf.tensors[i]);
+    bytes += size;
+    w.add_tensor(t.name, {t.shape.rbegin(), t.shape.rend()}, gguf_type(hf.tensors[sources[j].front()]), size,
+                 [&, values, j, size] {
+                   std::string data;
+                   data.reserve(size);
+                   for (size_t i : sources[j]) {
+                     const PlannedTensor& from = hf.tensors[i];
+                     data += gguf_data(from, values->take(i), heads_to_permute(from));
+                   }
+                   return data;
+                 });
   }
   if (out_file.has_parent_path()) std::filesystem::create_directories(out_file.parent_path());
   w.write(out_file);

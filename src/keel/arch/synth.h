@@ -31,8 +31,10 @@ uint64_t synthesize_model(const std::filesystem::path& config_json, const std::f
 // matrices in the --dtype (BF16, F16 or F32), norms and biases in F32, llama-architecture q/k
 // rows permuted for interleaved rope (qwen2/qwen3 are not), no output.weight when the embeddings
 // are tied. `add_tokenizer` adds the tokenizer.* keys (the model's vocab_size is the embedding's
-// row count, which llama.cpp wants tokens for); without it the file has no tokenizer. Dense llama,
-// qwen2 and qwen3 models; anything else is refused by name. Returns the bytes of tensor data.
+// row count, which llama.cpp wants tokens for); without it the file has no tokenizer. llama, qwen2
+// and qwen3 models, and qwen3_moe with its per-expert matrices stacked as llama.cpp's
+// blk.N.ffn_{gate,up,down}_exps; anything else is refused by name. The file is written one tensor
+// (one layer's experts) in memory at a time. Returns the bytes of tensor data.
 using GgufMetadataHook = std::function<void(gguf::Writer&, int64_t vocab_size)>;
 uint64_t synthesize_gguf(const std::filesystem::path& config_json, const std::filesystem::path& out_file,
                          const SynthOptions& options, const GgufMetadataHook& add_tokenizer = {});

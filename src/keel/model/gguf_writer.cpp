@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include "keel/util/error.h"
 
@@ -119,10 +120,16 @@ void Writer::set_float32s(std::string key, const std::vector<float>& values) {
 }
 
 void Writer::add_tensor(std::string name, std::vector<int64_t> dims, uint32_t type, std::string data) {
-  tensors_.push_back({std::move(name), std::move(dims), type, std::move(data)});
+  const uint64_t size = data.size();
+  add_tensor(std::move(name), std::move(dims), type, size,
+             [data = std::make_shared<const std::string>(std::move(data))] { return *data; });
 }
 
-std::string Writer::bytes() const {
+void Writer::add_tensor(std::string name, std::vector<int64_t> dims, uint32_t type, uint64_t bytes, Producer produce) {
+  tensors_.push_back({std::move(name), std::move(dims), type, bytes, std::move(produce)});
+}
+
+std::string Writer::header() const {
   std::string out = "GGUF";
   put<uint32_t>(out, 3);
   put<uint64_t>(out, tensors_.size());
@@ -138,21 +145,38 @@ std::string Writer::bytes() const {
     for (int64_t d : t.dims) put<uint64_t>(out, static_cast<uint64_t>(d));
     put<uint32_t>(out, t.type);
     put<uint64_t>(out, offset);
-    offset = (offset + t.data.size() + kAlignment - 1) / kAlignment * kAlignment;
+    offset = (offset + t.bytes + kAlignment - 1) / kAlignment * kAlignment;
   }
   pad(out);
-  for (const PendingTensor& t : tensors_) {
-    out += t.data;
-    pad(out);
-  }
+  return out;
+}
+
+std::string Writer::data_of(const PendingTensor& t) {
+  std::string data = t.produce();
+  if (data.size() != t.bytes)
+    throw InternalError("GGUF writer: tensor '" + t.name + "' produced " + std::to_string(data.size()) +
+                        " bytes, declared " + std::to_string(t.bytes));
+  pad(data);
+  return data;
+}
+
+std::string Writer::bytes() const {
+  std::string out = header();
+  for (const PendingTensor& t : tensors_) out += data_of(t);
   return out;
 }
 
 void Writer::write(const std::filesystem::path& path) const {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  const std::string b = bytes();
-  f.write(b.data(), static_cast<std::streamsize>(b.size()));
-  if (!f) throw Error(path.string() + ": cannot write the GGUF file");
+  const std::string h = header();
+  f.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const PendingTensor& t : tensors_) {
+    if (!f) break;
+    const std::string data = data_of(t);
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  }
+  f.close();
+  if (!f) throw Error(path.string() + ": cannot write the GGUF file (disk full?)");
 }
 
 }  // namespace keel::gguf

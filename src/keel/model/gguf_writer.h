@@ -3,9 +3,13 @@
 // section, each tensor aligned to general.alignment (32). `keel synth --format gguf` writes its
 // models with it, and the tests build damaged files from it. The reader is gguf_file.h.
 //
+// A tensor's bytes may be given up front or produced when write() reaches it, so a file larger
+// than memory (a slice of a 30B MoE) is written holding one tensor at a time.
+//
 // Not thread-safe; one writer per file.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,10 +32,15 @@ class Writer {
 
   // `dims` in ggml order (innermost first); `data` is the tensor's bytes in `type`'s layout.
   void add_tensor(std::string name, std::vector<int64_t> dims, uint32_t type, std::string data);
+  // The same, with the data produced on demand: `produce` is called once, in the order tensors
+  // were added, and must return exactly `bytes` bytes (keel::InternalError otherwise).
+  using Producer = std::function<std::string()>;
+  void add_tensor(std::string name, std::vector<int64_t> dims, uint32_t type, uint64_t bytes, Producer produce);
 
-  // The whole file.
+  // The whole file (produces every tensor).
   std::string bytes() const;
-  // Writes bytes() to `path`; throws keel::Error naming it on failure.
+  // Writes the file to `path`, one tensor in memory at a time; throws keel::Error naming it on
+  // failure.
   void write(const std::filesystem::path& path) const;
 
  private:
@@ -39,8 +48,13 @@ class Writer {
     std::string name;
     std::vector<int64_t> dims;
     uint32_t type;
-    std::string data;
+    uint64_t bytes;
+    Producer produce;
   };
+  // Everything before the data section: magic, counts, metadata, tensor infos, padding.
+  std::string header() const;
+  // `produce` of tensor `t`, its size checked.
+  static std::string data_of(const PendingTensor& t);
   std::vector<std::pair<std::string, Value>> metadata_;
   std::vector<PendingTensor> tensors_;
 };
