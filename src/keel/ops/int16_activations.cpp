@@ -29,6 +29,7 @@ void size_i16_activations(int64_t cols, int64_t n_tokens, bool pairs_split, I16A
   a.q.resize(static_cast<size_t>(n_tokens * cols));
   a.scale.resize(static_cast<size_t>(n_tokens * cols / 32));
   a.sum.resize(a.scale.size());
+  a.qsum.resize(a.scale.size());
 }
 
 void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activations& a) {
@@ -49,6 +50,7 @@ void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activat
         // the token: a NaN scale does the same here.
         std::fill(q, q + 32, int16_t{0});
         a.scale[at] = a.sum[at] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+        a.qsum[at] = 0;
         continue;
       }
       const auto limit = static_cast<float>(a.limit);
@@ -61,6 +63,7 @@ void quantize_i16_activations(const float* x, int64_t t0, int64_t t1, I16Activat
       }
       a.scale[at] = amax / limit;
       a.sum[at] = a.scale[at] * static_cast<float>(total);
+      a.qsum[at] = total;
     }
 }
 

@@ -65,6 +65,10 @@ HWY_INLINE float partials_sum(const float* p) {
 // ---- The formats: Read(p) gives the header (scales) of the block at p, and Unit(p, header, first,
 // j, row) runs unit j of its kUnits units, the block's first element being element `first` of the
 // row. A header is read once for the units of its block that run together (GgmlRow::four_at).
+// A unit reaches its row as row.unit<kZero>(first, scale, codes): codes(e) gives the vector of
+// elements e .. e + L, whose values are those codes minus kZero. The rows take kZero off exactly
+// (the row path from the unit's int32 sum, as kZero times the activations' sum; the tiles and the
+// scalar target from each code): the same int32 sums either way.
 
 struct Q8_0K {
   static constexpr int kElems = 32, kBytes = 34, kUnits = 1;
@@ -76,7 +80,8 @@ struct Q8_0K {
   }
 };
 
-// Q4_0: element j < 16 is the low nibble of qs[j], element j + 16 its high nibble.
+// Q4_0: element j < 16 is the low nibble of qs[j], element j + 16 its high nibble; code = nibble - 8
+// (the 8 is the unit's zero, taken off its sum: Row::unit<kZero>).
 struct Q4_0K {
   static constexpr int kElems = 32, kBytes = 18, kUnits = 1;
   using Header = float;  // d
@@ -84,9 +89,9 @@ struct Q4_0K {
   template <class Row>
   HWY_INLINE static void Unit(const uint8_t* p, Header d, int64_t first, int, Row& row) {
     const D16 d16;
-    row.unit(first, d, [&](int e) KEEL_INLINE_LAMBDA {
+    row.template unit<8>(first, d, [&](int e) KEEL_INLINE_LAMBDA {
       const V16 b = bytes_u(p + 2 + (e & 15));
-      return hn::Sub(e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b), hn::Set(d16, 8));
+      return e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b);
     });
   }
 };
@@ -109,12 +114,12 @@ struct Q5_0K {
     uint32_t qh;
     std::memcpy(&qh, p + 2, 4);
     const auto lane_bit = hn::LoadU(du16, kLaneBits);
-    row.unit(first, d, [&](int e) KEEL_INLINE_LAMBDA {
+    row.template unit<16>(first, d, [&](int e) KEEL_INLINE_LAMBDA {
       const V16 b = bytes_u(p + 6 + (e & 15));
       const V16 low = e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b);
       const auto bits = hn::And(hn::Set(du16, static_cast<uint16_t>(qh >> e)), lane_bit);
       const V16 high = hn::IfThenElseZero(hn::RebindMask(d16, hn::Ne(bits, hn::Zero(du16))), hn::Set(d16, 16));
-      return hn::Sub(hn::Or(low, high), hn::Set(d16, 16));
+      return hn::Or(low, high);
     });
   }
 };
@@ -351,7 +356,9 @@ struct RowTokens {
   const int16_t* xq[kNT];     // the tokens' quantized activations, at the row's first element
   const float* xscale[kNT];   // per unit
   const float* xsum[kNT];     // per unit
+  const int32_t* xqsum[kNT];  // per unit
   hn::Vec<D32> sums[kNT][4];  // the pending units' products, in int32 lanes
+  int32_t zero = 0;           // the format's kZero (one format per row)
   // The pending units' weight scales and offsets: scalars (registers, as the unit's index is a
   // constant in RunUnits's unrolled loop), made a vector by four_floats.
   float wscale[4] = {}, offset[4] = {};
@@ -365,6 +372,7 @@ struct RowTokens {
       xq[t] = a.q.data() + (t0 + t) * a.cols;
       xscale[t] = a.scale.data() + (t0 + t) * units;
       xsum[t] = a.sum.data() + (t0 + t) * units;
+      xqsum[t] = a.qsum.data() + (t0 + t) * units;
       low[t] = high[t] = hn::Zero(DF4());
     }
   }
@@ -374,9 +382,10 @@ struct RowTokens {
   static int pending_slot(int64_t first) { return static_cast<int>((static_cast<uint64_t>(first) >> 5) & 3); }
 
   // The unit of 32 codes starting at element `first` of the row: codes(e) gives the code vector of
-  // its elements e .. e + L.
-  template <class Codes>
+  // its elements e .. e + L; kZero comes off at flush, from the four units' sums at once.
+  template <int kZero = 0, class Codes>
   HWY_INLINE void unit(int64_t first, float scale, const Codes& codes) {
+    zero = kZero;
     const D16 d16;
     const D32 d32;
     const int L = static_cast<int>(hn::Lanes(d16));
@@ -404,7 +413,9 @@ struct RowTokens {
   // Units u0 .. u0 + n (n <= 4, u0 a multiple of 4) into their partials.
   HWY_INLINE void flush(int64_t u0, int n) {
     const DF4 df;
+    const D4 d4;
     alignas(16) float xs_tail[kNT][4], xsum_tail[kNT][4];
+    alignas(16) int32_t qsum_tail[kNT][4];
     if (n < 4) {  // the row's last units: the missing ones add nothing
       for (int k = n; k < 4; ++k) {
         for (int t = 0; t < kNT; ++t) sums[t][k] = hn::Zero(D32());
@@ -414,13 +425,19 @@ struct RowTokens {
         for (int k = 0; k < 4; ++k) {
           xs_tail[t][k] = k < n ? xscale[t][u0 + k] : 0.0f;
           xsum_tail[t][k] = k < n ? xsum[t][u0 + k] : 0.0f;
+          qsum_tail[t][k] = k < n ? xqsum[t][u0 + k] : 0;
         }
     }
     const auto w = four_floats(wscale), c = four_floats(offset);
     KEEL_UNROLL_TOKENS
     for (int t = 0; t < kNT; ++t) {
       const auto xs = n < 4 ? hn::Load(df, xs_tail[t]) : hn::LoadU(df, xscale[t] + u0);
-      const auto product = hn::Mul(hn::Mul(w, xs), hn::ConvertTo(df, four_sums(D32(), sums[t])));
+      auto unit_sums = four_sums(D32(), sums[t]);
+      if (zero != 0) {
+        const auto qs = n < 4 ? hn::Load(d4, qsum_tail[t]) : hn::LoadU(d4, xqsum[t] + u0);
+        unit_sums = hn::Sub(unit_sums, hn::Mul(hn::Set(d4, zero), qs));
+      }
+      const auto product = hn::Mul(hn::Mul(w, xs), hn::ConvertTo(df, unit_sums));
       hn::Vec<DF4>& p = (static_cast<uint64_t>(u0) & 4) == 0 ? low[t] : high[t];
       p = hn::Add(p, product);
       if (has_offsets)
@@ -456,14 +473,16 @@ struct RowTokens {
     }
   }
 
-  template <class Codes>
+  template <int kZero = 0, class Codes>
   HWY_INLINE void unit(int64_t first, float scale, const Codes& codes) {
     const D16 d16;
     const D32 d32;
     const int64_t u = first / 32;
     for (int t = 0; t < kNT; ++t) {
       auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
-      for (int e = 0; e < 32; ++e) s0 = hn::ReorderWidenMulAccumulate(d32, codes(e), hn::LoadU(d16, xq[t] + first + e), s0, s1);
+      for (int e = 0; e < 32; ++e)
+        s0 = hn::ReorderWidenMulAccumulate(d32, hn::Sub(codes(e), hn::Set(d16, kZero)), hn::LoadU(d16, xq[t] + first + e),
+                                           s0, s1);
       const auto sum = static_cast<float>(hn::GetLane(hn::Add(s0, s1)));
       float& partial = p[t][u % kPartials];
       partial = partial + (scale * xscale[t][u]) * sum;
@@ -508,10 +527,11 @@ struct DecodedRow {
   float* offset;   // [cols / 32]
   bool has_offsets = false;
 
-  template <class Codes>
+  template <int kZero = 0, class Codes>
   HWY_INLINE void unit(int64_t first, float s, const Codes& codes_of) {
-    const int L = static_cast<int>(hn::Lanes(D16()));
-    for (int e = 0; e < 32; e += L) hn::StoreU(codes_of(e), D16(), codes + first + e);
+    const D16 d16;
+    const int L = static_cast<int>(hn::Lanes(d16));
+    for (int e = 0; e < 32; e += L) hn::StoreU(hn::Sub(codes_of(e), hn::Set(d16, kZero)), d16, codes + first + e);
     scale[first / 32] = s;
   }
   HWY_INLINE void offset_term(int64_t first, float c) {

@@ -57,6 +57,7 @@ struct I16Activations {
   std::vector<int16_t> q;    // [n_tokens][cols]
   std::vector<float> scale;  // [n_tokens][cols / 32]: x ~= scale * q
   std::vector<float> sum;    // [n_tokens][cols / 32]: scale * (sum of the block's q)
+  std::vector<int32_t> qsum; // [n_tokens][cols / 32]: the sum of the block's q (subtracts a code offset exactly)
   int64_t cols = 0;
   bool pairs_split = false;
   int16_t limit = 32767;  // L: |q| <= limit
