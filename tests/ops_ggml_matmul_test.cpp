@@ -562,7 +562,50 @@ TEST(OpsGgmlI16, ActivationsQuantizePerBlockOf32) {
       for (int j = 0; j < 32; ++j)
         EXPECT_LE(std::abs(static_cast<double>(a.scale[at]) * q[j] - xb[j]), amax / 65534.0 * 1.001) << t << " " << b;
       EXPECT_FLOAT_EQ(a.sum[at], a.scale[at] * static_cast<float>(sum));
+      EXPECT_EQ(a.qsum[at], sum);
     }
+}
+
+// Every target quantizes to the same q, scales and sums, each q rounded to nearest with ties to
+// even, as the scalar reference below: blocks whose values land exactly on halves (and just below
+// them, where adding 0.5 first would round up) after the scaling, and random blocks, both orders.
+TEST(OpsGgmlI16, ActivationsAreTheSameOnEveryTarget) {
+  const int64_t cols = 128, tokens = 3;
+  std::vector<float> x = random_x(tokens * cols, 23);
+  // Block 0: amax 32767 makes the scale 1, so q = round(x): ties 0.5, 1.5, 2.5, ... and values a
+  // float step below 0.5.
+  x[0] = 32767.0f;
+  for (int j = 1; j < 32; ++j)
+    x[static_cast<size_t>(j)] = j % 3 == 0 ? std::nextafter(0.5f, 0.0f) : static_cast<float>(j / 2) + 0.5f * (j % 2 == 0 ? -1 : 1);
+  for (const bool pairs_split : {false, true}) {
+    std::vector<ops::I16Activations> per_target;
+    test::for_each_simd_target([&] {
+      ops::I16Activations a;
+      ops::size_i16_activations(cols, tokens, pairs_split, a);
+      ops::quantize_i16_activations(x.data(), 0, tokens, a);
+      per_target.push_back(std::move(a));
+    });
+    for (size_t k = 1; k < per_target.size(); ++k) {
+      EXPECT_EQ(per_target[k].q, per_target[0].q) << "target " << k;
+      EXPECT_EQ(per_target[k].scale, per_target[0].scale) << "target " << k;
+      EXPECT_EQ(per_target[k].sum, per_target[0].sum) << "target " << k;
+      EXPECT_EQ(per_target[k].qsum, per_target[0].qsum) << "target " << k;
+    }
+    const ops::I16Activations& a = per_target[0];
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        const float* xb = x.data() + t * cols + 32 * b;
+        float amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(xb[j]));
+        const float inv = 32767.0f / amax;
+        for (int j = 0; j < 32; ++j) {
+          const float want = std::nearbyint(std::clamp(xb[j] * inv, -32767.0f, 32767.0f));
+          const int at = pairs_split ? j / 2 + 16 * (j % 2) : j;
+          ASSERT_EQ(a.q[static_cast<size_t>(t * cols + 32 * b + at)], static_cast<int16_t>(want))
+              << "token " << t << " block " << b << " element " << j << " (x " << xb[j] << ")";
+        }
+      }
+  }
 }
 
 }  // namespace
