@@ -26,8 +26,8 @@ void dense_ffn(const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool
   const int64_t ff = ls.ffn_dim;
   resize(ws.gate, n * ff);
   resize(ws.up, n * ff);
-  ops::matmul(w.gate, ws.h.data(), n, ws.gate.data(), pool);
-  ops::matmul(w.up, ws.h.data(), n, ws.up.data(), pool);
+  const ops::MatmulJob gate_up[] = {{&w.gate, ws.h.data(), n, ws.gate.data()}, {&w.up, ws.h.data(), n, ws.up.data()}};
+  ops::matmul_batch(gate_up, pool);
   ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), n * ff, ws.gate.data());
   ops::matmul(w.down, ws.gate.data(), n, ws.h.data(), pool);
 }
@@ -47,24 +47,20 @@ void attention_block(const ModelSpec& s, const LayerSpec& ls, const LayerWeights
   resize(ws.q, n * qd);
   resize(ws.k, n * kvd);
   resize(ws.v, n * kvd);
-  if (ls.gated_attention) {
-    // (n, heads, [query | gate]) -> q (n, heads, head_dim) and the gate beside it.
-    resize(ws.attn_gate, n * 2 * qd);
-    ops::matmul(w.wq, ws.h.data(), n, ws.attn_gate.data(), pool);
+  // q (or gated attention's (n, heads, [query | gate])), k and v in one loop of the pool.
+  if (ls.gated_attention) resize(ws.attn_gate, n * 2 * qd);
+  std::vector<ops::MatmulJob> qkv = {{&w.wq, ws.h.data(), n, ls.gated_attention ? ws.attn_gate.data() : ws.q.data()},
+                                     {&w.wk, ws.h.data(), n, ws.k.data()}};
+  if (!ls.values_are_keys) qkv.push_back({&w.wv, ws.h.data(), n, ws.v.data()});
+  ops::matmul_batch(qkv, pool);
+  if (ls.gated_attention)  // -> q (n, heads, head_dim) and the gate beside it
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < ls.num_heads; ++h) {
         const float* both = ws.attn_gate.data() + t * 2 * qd + h * 2 * hd;
         std::copy_n(both, hd, ws.q.data() + t * qd + h * hd);
         std::copy_n(both + hd, hd, ws.attn_gate.data() + t * qd + h * hd);  // never ahead of what it reads
       }
-  } else {
-    ops::matmul(w.wq, ws.h.data(), n, ws.q.data(), pool);
-  }
-  ops::matmul(w.wk, ws.h.data(), n, ws.k.data(), pool);
-  if (ls.values_are_keys)
-    std::copy_n(ws.k.data(), n * kvd, ws.v.data());  // before k's norm and rope
-  else
-    ops::matmul(w.wv, ws.h.data(), n, ws.v.data(), pool);
+  if (ls.values_are_keys) std::copy_n(ws.k.data(), n * kvd, ws.v.data());  // before k's norm and rope
 
   for (int64_t t = 0; t < n; ++t) {
     float* q = ws.q.data() + t * qd;  // (heads, head_dim)
@@ -186,74 +182,119 @@ void add_rows(float* rows, int64_t m, const std::vector<float>& bias) {
   for (int64_t i = 0; i < m; ++i) ops::add_inplace(rows + i * size, bias.data(), size);
 }
 
-// expert_in (m, dim) -> expert_in (m, dim): one expert's FFN over the m tokens routed to it.
-void run_expert(const LayerSpec& ls, const MoeSpec& moe, const ExpertWeights& x, int64_t m, ThreadPool& pool,
-                Workspace& ws) {
-  const int64_t ff = moe.expert_ffn_dim;
-  if (x.gate_up.rows) {
-    resize(ws.gate, m * 2 * ff);
-    ops::matmul(x.gate_up, ws.expert_in.data(), m, ws.gate.data(), pool);  // (m, 2 ff) interleaved
-    add_rows(ws.gate.data(), m, x.gate_up_bias);
-    ops::clamped_swiglu(ws.gate.data(), m, ff, static_cast<float>(moe.swiglu_limit), ws.gate.data());
-  } else if (moe.swiglu_limit > 0) {
-    // gpt-oss with gate and up stored apart (GGUF): interleave their outputs as the fused rows
-    // would have given them, then the same bias and clamped SwiGLU.
-    resize(ws.gate, m * 2 * ff);
-    resize(ws.up, m * ff);
-    ops::matmul(x.gate, ws.expert_in.data(), m, ws.gate.data(), pool);
-    ops::matmul(x.up, ws.expert_in.data(), m, ws.up.data(), pool);
-    for (int64_t i = m * ff - 1; i >= 0; --i) {  // backwards: entry 2i is never below i
-      ws.gate[static_cast<size_t>(2 * i)] = ws.gate[static_cast<size_t>(i)];
-      ws.gate[static_cast<size_t>(2 * i + 1)] = ws.up[static_cast<size_t>(i)];
-    }
-    add_rows(ws.gate.data(), m, x.gate_up_bias);
-    ops::clamped_swiglu(ws.gate.data(), m, ff, static_cast<float>(moe.swiglu_limit), ws.gate.data());
-  } else {
-    resize(ws.gate, m * ff);
-    resize(ws.up, m * ff);
-    ops::matmul(x.gate, ws.expert_in.data(), m, ws.gate.data(), pool);
-    ops::matmul(x.up, ws.expert_in.data(), m, ws.up.data(), pool);
-    ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), m * ff, ws.gate.data());
-  }
-  ops::matmul(x.down, ws.gate.data(), m, ws.expert_in.data(), pool);  // (m, dim), reusing the input rows
-  if (!x.down_bias.empty()) add_rows(ws.expert_in.data(), m, x.down_bias);
-}
-
 }  // namespace
 
 namespace {
 
+// The chosen experts of one layer's tokens, each run once over all its tokens: expert i of
+// `runs` takes rows [first, first + m) of the per-slot buffers (the slots grouped by expert, in
+// expert order), reading its input at x.
+struct ExpertRun {
+  const ExpertWeights* w;
+  int64_t first, m;
+  const float* x;  // (m, dim)
+};
+
+// Groups the routed slots by expert (expert order, then slot order) into ws.expert_tokens and
+// ws.expert_weights, and lists the experts that run. An expert every token chose reads ws.h as it
+// is (decode: every chosen expert, so the experts share one quantized input); the others' rows
+// are gathered into ws.expert_in.
+void group_slots_by_expert(const ModelSpec& s, const MoeSpec& moe, const LayerWeights& w, int64_t n, Workspace& ws,
+                           std::vector<ExpertRun>& runs) {
+  const int64_t d = s.hidden_size, slots = n * moe.experts_per_token;
+  std::vector<int64_t> count(static_cast<size_t>(moe.experts) + 1, 0);
+  for (int64_t slot = 0; slot < slots; ++slot) ++count[static_cast<size_t>(ws.chosen[static_cast<size_t>(slot)]) + 1];
+  std::partial_sum(count.begin(), count.end(), count.begin());  // count[e]: expert e's first row
+  ws.expert_tokens.resize(static_cast<size_t>(slots));
+  ws.expert_weights.resize(static_cast<size_t>(slots));
+  resize(ws.expert_in, slots * d);
+  std::vector<int64_t> next(count.begin(), count.end() - 1);
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    const auto e = static_cast<size_t>(ws.chosen[static_cast<size_t>(slot)]);
+    const auto row = static_cast<size_t>(next[e]++);
+    ws.expert_tokens[row] = slot / moe.experts_per_token;
+    ws.expert_weights[row] = ws.chosen_weight[static_cast<size_t>(slot)];
+  }
+  runs.clear();
+  for (int64_t e = 0; e < moe.experts; ++e) {
+    const int64_t first = count[static_cast<size_t>(e)], m = count[static_cast<size_t>(e) + 1] - first;
+    if (m == 0) continue;
+    // A token chooses an expert at most once, so m == n means the tokens 0 .. n in order.
+    const float* x = ws.h.data();
+    if (m < n) {
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(ws.h.data() + ws.expert_tokens[static_cast<size_t>(first + i)] * d, d,
+                    ws.expert_in.data() + (first + i) * d);
+      x = ws.expert_in.data() + first * d;
+    }
+    runs.push_back({&w.experts[static_cast<size_t>(e)], first, m, x});
+  }
+}
+
 // ws.moe_out (n, dim) = the routed experts' weighted outputs for the expert inputs ws.h (n, dim),
-// from the router logits in ws.router (n, experts). Each expert runs once over all its tokens.
+// from the router logits in ws.router (n, experts). Each chosen expert runs once over all its
+// tokens, and all of them together: one loop of the pool for every gate and up product, one for
+// every down product. Per slot row: ws.gate (slots, 2 ff) with gate_up (gpt-oss), else (slots, ff)
+// beside ws.up (slots, ff); the down products' outputs land in ws.expert_in (slots, dim).
 void run_routed_experts(const ModelSpec& s, const LayerSpec& ls, const LayerWeights& w, int64_t n, ThreadPool& pool,
                         Workspace& ws) {
   const MoeSpec& moe = *ls.moe;
-  const int64_t d = s.hidden_size, k = moe.experts_per_token;
+  const int64_t d = s.hidden_size, ff = moe.expert_ffn_dim, slots = n * moe.experts_per_token;
   route(moe, n, ws);
   if (!w.expert_scale.empty())
-    for (int64_t slot = 0; slot < n * k; ++slot)
+    for (int64_t slot = 0; slot < slots; ++slot)
       ws.chosen_weight[static_cast<size_t>(slot)] *= w.expert_scale[static_cast<size_t>(ws.chosen[static_cast<size_t>(slot)])];
+  std::vector<ExpertRun> runs;
+  group_slots_by_expert(s, moe, w, n, ws, runs);
 
-  ws.moe_out.assign(static_cast<size_t>(n * d), 0.0f);
-  for (int64_t e = 0; e < moe.experts; ++e) {
-    // The tokens routed to expert e, and the weight of each; the expert then runs once for all.
-    ws.expert_tokens.clear();
-    std::vector<float> weights;
-    for (int64_t slot = 0; slot < n * k; ++slot)
-      if (ws.chosen[static_cast<size_t>(slot)] == e) {
-        ws.expert_tokens.push_back(slot / k);
-        weights.push_back(ws.chosen_weight[static_cast<size_t>(slot)]);
+  // gpt-oss interleaves gate and up (fused rows, or stored apart in GGUF) for a clamped SwiGLU.
+  const bool interleaved = moe.swiglu_limit > 0;
+  const int64_t gate_cols = interleaved ? 2 * ff : ff;
+  resize(ws.gate, slots * gate_cols);
+  resize(ws.up, slots * ff);
+  std::vector<ops::MatmulJob> jobs;
+  for (const ExpertRun& r : runs) {
+    float* gate = ws.gate.data() + r.first * gate_cols;
+    if (r.w->gate_up.rows) {
+      jobs.push_back({&r.w->gate_up, r.x, r.m, gate});  // (m, 2 ff) interleaved
+    } else {
+      jobs.push_back({&r.w->gate, r.x, r.m, gate});  // (m, ff)
+      jobs.push_back({&r.w->up, r.x, r.m, ws.up.data() + r.first * ff});
+    }
+  }
+  ops::matmul_batch(jobs, pool);
+
+  if (interleaved) {
+    for (const ExpertRun& r : runs) {
+      float* gate = ws.gate.data() + r.first * gate_cols;  // (m, 2 ff), then (m, ff)
+      if (!r.w->gate_up.rows) {
+        // Stored apart: interleave the outputs as the fused rows would have given them.
+        const float* up = ws.up.data() + r.first * ff;
+        for (int64_t i = r.m * ff - 1; i >= 0; --i) {  // backwards: entry 2i is never below i
+          gate[2 * i] = gate[i];
+          gate[2 * i + 1] = up[i];
+        }
       }
-    const auto m = static_cast<int64_t>(ws.expert_tokens.size());
-    if (m == 0) continue;
-    resize(ws.expert_in, m * d);
-    for (int64_t i = 0; i < m; ++i)
-      std::copy_n(ws.h.data() + ws.expert_tokens[static_cast<size_t>(i)] * d, d, ws.expert_in.data() + i * d);
-    run_expert(ls, moe, w.experts[static_cast<size_t>(e)], m, pool, ws);
-    for (int64_t i = 0; i < m; ++i) {
-      float* out = ws.moe_out.data() + ws.expert_tokens[static_cast<size_t>(i)] * d;
-      const float* y = ws.expert_in.data() + i * d;
-      const float wt = weights[static_cast<size_t>(i)];
+      add_rows(gate, r.m, r.w->gate_up_bias);
+      ops::clamped_swiglu(gate, r.m, ff, static_cast<float>(moe.swiglu_limit), gate);
+    }
+  } else {
+    ops::gated_activation(ls.activation, ws.gate.data(), ws.up.data(), slots * ff, ws.gate.data());
+  }
+
+  jobs.clear();
+  for (const ExpertRun& r : runs)
+    jobs.push_back({&r.w->down, ws.gate.data() + r.first * gate_cols, r.m, ws.expert_in.data() + r.first * d});
+  ops::matmul_batch(jobs, pool);
+
+  // Each token's experts' outputs, weighted, added in expert order.
+  ws.moe_out.assign(static_cast<size_t>(n * d), 0.0f);
+  for (const ExpertRun& r : runs) {
+    if (!r.w->down_bias.empty()) add_rows(ws.expert_in.data() + r.first * d, r.m, r.w->down_bias);
+    for (int64_t row = r.first; row < r.first + r.m; ++row) {
+      float* out = ws.moe_out.data() + ws.expert_tokens[static_cast<size_t>(row)] * d;
+      const float* y = ws.expert_in.data() + row * d;
+      const float wt = ws.expert_weights[static_cast<size_t>(row)];
       for (int64_t j = 0; j < d; ++j) out[j] += wt * y[j];
     }
   }
@@ -268,11 +309,12 @@ void add_shared_expert(const ModelSpec& s, const MoeSpec& moe, const LayerWeight
   resize(ws.up, n * ff);
   resize(ws.dense, n * d);
   std::vector<float> gate(static_cast<size_t>(n));  // (n, 1)
-  ops::matmul(w.shared_expert.gate, ws.h.data(), n, ws.gate.data(), pool);
-  ops::matmul(w.shared_expert.up, ws.h.data(), n, ws.up.data(), pool);
+  const ops::MatmulJob inputs[] = {{&w.shared_expert.gate, ws.h.data(), n, ws.gate.data()},
+                                   {&w.shared_expert.up, ws.h.data(), n, ws.up.data()},
+                                   {&w.shared_expert_gate, ws.h.data(), n, gate.data()}};
+  ops::matmul_batch(inputs, pool);
   ops::gated_activation(Activation::Silu, ws.gate.data(), ws.up.data(), n * ff, ws.gate.data());
   ops::matmul(w.shared_expert.down, ws.gate.data(), n, ws.dense.data(), pool);
-  ops::matmul(w.shared_expert_gate, ws.h.data(), n, gate.data(), pool);
   for (int64_t t = 0; t < n; ++t) {
     const float g = ops::sigmoid(gate[static_cast<size_t>(t)]);
     float* out = ws.moe_out.data() + t * d;

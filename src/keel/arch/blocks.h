@@ -41,8 +41,9 @@ struct Workspace {
   std::vector<float> router;        // (n, experts) router logits, then probabilities
   std::vector<int64_t> chosen;      // (n, experts_per_token) expert of each routed slot
   std::vector<float> chosen_weight;  // (n, experts_per_token) its weight
-  std::vector<int64_t> expert_tokens;  // (m) the tokens one expert runs
-  std::vector<float> expert_in;     // (m, dim) their normed inputs
+  std::vector<int64_t> expert_tokens;  // (n * experts_per_token) each routed slot's token, grouped by expert
+  std::vector<float> expert_weights;   // (n * experts_per_token) those slots' weights
+  std::vector<float> expert_in;     // (n * experts_per_token, dim) the slots' inputs, then their experts' outputs
   std::vector<float> moe_out;       // (n, dim) the weighted sum of the experts' outputs
   std::vector<float> dense;         // (n, dim) the dense branch beside the experts, or the shared expert's output
   // Linear attention (arch/linear_attention.h)

@@ -29,8 +29,8 @@ void linear_attention_block(const ModelSpec& s, const LayerSpec& ls, const Layer
   norm_rows(s, lw.attn_norm, ws.x.data(), n, ws.h.data());
   lin.qkvz.resize(static_cast<size_t>(n * (channels + values)));
   lin.ba.resize(static_cast<size_t>(n * 2 * hv));
-  ops::matmul(w.in_qkvz, ws.h.data(), n, lin.qkvz.data(), pool);
-  ops::matmul(w.in_ba, ws.h.data(), n, lin.ba.data(), pool);
+  const ops::MatmulJob inputs[] = {{&w.in_qkvz, ws.h.data(), n, lin.qkvz.data()}, {&w.in_ba, ws.h.data(), n, lin.ba.data()}};
+  ops::matmul_batch(inputs, pool);
 
   // Per key head [q | k | v | z] and [b | a] -> the conv's input [all q | all k | all v], z, g, beta.
   lin.mixed.resize(static_cast<size_t>(n * channels));
