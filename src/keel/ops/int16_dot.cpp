@@ -169,11 +169,13 @@ struct Q6_KK {
     const uint8_t* ql = p + 64 * n + 32 * (k % 2);
     const uint8_t* qh = p + 128 + 32 * n;
     const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192) + 8 * n + 2 * k;
-    const int shift = 2 * k;
     row.unit(first + 32 * j, d, [&](int e) KEEL_INLINE_LAMBDA {
       const V16 l = bytes_u(ql + e);
       const V16 low = k < 2 ? hn::And(l, hn::Set(d16, 15)) : hn::ShiftRight<4>(l);
-      const V16 top = hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(bytes_u(qh + e), shift), hn::Set(d16, 3)));
+      // Bits 2k, 2k + 1 of qh moved to bits 4, 5 by one shift (k is a constant once inlined).
+      const V16 h = bytes_u(qh + e);
+      const V16 moved = k == 0 ? hn::ShiftLeft<4>(h) : k == 1 ? hn::ShiftLeft<2>(h) : k == 2 ? h : hn::ShiftRight<2>(h);
+      const V16 top = hn::And(moved, hn::Set(d16, 0x30));
       const V16 code = hn::Sub(hn::Or(low, top), hn::Set(d16, 32));
       // The vector lies in one sub-block (at most 16 lanes): h = e / 16.
       return hn::Mul(code, hn::Set(d16, static_cast<int16_t>(sc[e / 16])));
@@ -183,8 +185,10 @@ struct Q6_KK {
 
 // MXFP4 (GGUF): element j < 16 is the low nibble of qs[j], element j + 16 its high nibble. A
 // code's e2m1 value doubled is a small integer (kGgmlTwiceE2m1: magnitudes 0 1 2 3 4 6 8 12,
-// sign bit 3), formed here by arithmetic (no byte table is portable to every lane count), and the
-// block's scale is 2^(e - 128).
+// sign bit 3), looked up in a 16-byte table (one byte shuffle per vector: Highway's
+// TableLookupBytes indexes within each 128-bit block, so any lane count takes the same table);
+// the scalar target, whose vectors hold one byte, forms it by arithmetic. The block's scale is
+// 2^(e - 128).
 struct Mxfp4K {
   static constexpr int kElems = 32, kBytes = 17, kUnits = 1;
   using Header = float;  // the block's scale
@@ -192,6 +196,16 @@ struct Mxfp4K {
   template <class Row>
   HWY_INLINE static void Unit(const uint8_t* p, Header scale, int64_t first, int, Row& row) {
     const D16 d16;
+#if HWY_TARGET != HWY_SCALAR
+    const DI8 d8;
+    const hn::Full128<int8_t> table_tag;
+    const auto table = hn::LoadU(table_tag, kGgmlTwiceE2m1);
+    row.unit(first, scale, [&](int e) KEEL_INLINE_LAMBDA {
+      const auto b = hn::LoadU(d8, reinterpret_cast<const int8_t*>(p + 1 + (e & 15)));
+      const auto code = e < 16 ? hn::And(b, hn::Set(d8, 15)) : hn::And(hn::ShiftRight<4>(b), hn::Set(d8, 15));
+      return hn::PromoteTo(d16, hn::TableLookupBytes(table, code));
+    });
+#else
     row.unit(first, scale, [&](int e) KEEL_INLINE_LAMBDA {
       const V16 b = bytes_u(p + 1 + (e & 15));
       const V16 code = e < 16 ? hn::And(b, hn::Set(d16, 15)) : hn::ShiftRight<4>(b);
@@ -201,6 +215,7 @@ struct Mxfp4K {
       v = hn::Add(v, hn::IfThenElseZero(hn::Eq(m, hn::Set(d16, 7)), hn::Set(d16, 2)));
       return hn::IfThenElse(hn::Ne(hn::And(code, hn::Set(d16, 8)), hn::Zero(d16)), hn::Neg(v), v);
     });
+#endif
   }
 };
 
