@@ -33,7 +33,7 @@ mkdir -p "$out/obj"
 # Kernels and what they stand on (ops, model, util), and the kernel test files.
 sources=(src/keel/ops/*.cpp src/keel/model/*.cpp src/keel/util/*.cpp
          tests/ops_ggml_matmul_test.cpp tests/ops_mlx_matmul_test.cpp tests/ops_mxfp4_test.cpp
-         tests/ops_gated_delta_rule_test.cpp tests/util_thread_pool_test.cpp tests/test_support.cpp
+         tests/ops_matmul_batch_test.cpp tests/ops_gated_delta_rule_test.cpp tests/util_thread_pool_test.cpp tests/test_support.cpp
          tests/simd_target_support.cpp)
 flags=(-std=c++20 -O2 -Isrc -Itests "-DKEEL_SOURCE_DIR=\"$PWD\"" -DKEEL_BINARY=\"\" -DKEEL_RELEASE_BINARY=\"\"
        -DKEEL_VERSION=\"arm-test\" "-DHWY_DISABLED_TARGETS=(HWY_SVE|HWY_SVE2|HWY_SVE_256|HWY_SVE2_128)")
@@ -48,7 +48,7 @@ done
 while (($(jobs -r | wc -l) > 0)); do wait -n; done
 aarch64-linux-gnu-g++ -o "$out/kernel_tests" "${objects[@]}" -lgtest -lgtest_main -lhwy -lpthread
 
-filter="${1:-*OpsGgml*:*OpsMlx*:*OpsMxfp4*:*GatedDeltaRule*:ThreadPool*}"  # parametrized suites carry a prefix
+filter="${1:-*OpsGgml*:*OpsMlx*:*OpsMxfp4*:*OpsMatmulBatch*:*GatedDeltaRule*:ThreadPool*}"  # parametrized suites carry a prefix
 # The arm64 libraries linked above (libhwy, libgtest) come with Debian's arm64 C library under
 # /lib/aarch64-linux-gnu; the loader must be that one too. (The cross toolchain's own copy under
 # /usr/aarch64-linux-gnu is older: with it, the first thread a test starts hangs.)

@@ -189,14 +189,14 @@ void AttendTile(const float* kt, const float* vt, int64_t dim, const LaneRun* ru
 }
 
 // Keys are transposed two dims at a time, as 32-bit bf16 pairs (dim d in the low half, d + 1 in
-// the high half). Where a target has 8-lane int32 vectors (AVX2, AVX-512), eight rows' pairs are
-// loaded four at a time and transposed with interleaves, a 4 x 4 transpose in each 128-bit block
-// (rows r .. r + 3 in the lower block, r + 4 .. r + 7 in the upper): on x86 a gather of eight
-// lanes costs more than the transposition. Elsewhere (and for the dims past a multiple of 8) a
-// vector of rows is gathered per pair.
-HWY_INLINE void StorePair(hn::Vec<hn::ScalableTag<int32_t>> pair, int64_t d, int64_t r, float* kt) {
-  const hn::ScalableTag<int32_t> di;
-  const hn::Rebind<float, decltype(di)> df;
+// the high half). On x86 from AVX2 up, eight rows' pairs are loaded four at a time and transposed
+// with interleaves, a 4 x 4 transpose in each 128-bit block of a 256-bit vector (rows r .. r + 3
+// in the lower block, r + 4 .. r + 7 in the upper): a gather of eight lanes costs more than the
+// transposition. Elsewhere (and for the dims past a multiple of 8) a vector of rows is gathered
+// per pair.
+template <class D>
+HWY_INLINE void StorePair(D di, hn::Vec<D> pair, int64_t d, int64_t r, float* kt) {
+  const hn::Rebind<float, D> df;
   hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(pair)), df, kt + d * kTile + r);
   hn::StoreU(hn::BitCast(df, hn::And(pair, hn::Set(di, static_cast<int32_t>(0xFFFF0000u)))), df, kt + (d + 1) * kTile + r);
 }
@@ -209,28 +209,31 @@ void WidenBf16Keys(const uint8_t* rows, size_t stride, int64_t n, int64_t dim, f
   for (; r + N <= n && dim % 2 == 0; r += N) {
     const uint8_t* base = rows + static_cast<size_t>(r) * stride;
     int64_t d = 0;
-#if HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_EMU128 && HWY_ARCH_X86
-    if constexpr (hn::MaxLanes(di) == 8) {
-      const hn::Half<decltype(di)> d4;
-      const hn::Repartition<int64_t, decltype(di)> d64;
-      auto two_rows = [&](int64_t i) {  // row i's four pairs low, row i + 4's high
-        return hn::Combine(di, hn::LoadU(d4, reinterpret_cast<const int32_t*>(base + (i + 4) * stride + 2 * d)),
-                           hn::LoadU(d4, reinterpret_cast<const int32_t*>(base + i * stride + 2 * d)));
-      };
-      for (; d + 8 <= dim; d += 8) {
-        const auto v0 = two_rows(0), v1 = two_rows(1), v2 = two_rows(2), v3 = two_rows(3);
-        const auto t0 = hn::BitCast(d64, hn::InterleaveLower(di, v0, v1));  // pairs 0, 1 of rows 0, 1
-        const auto t1 = hn::BitCast(d64, hn::InterleaveUpper(di, v0, v1));  // pairs 2, 3
-        const auto t2 = hn::BitCast(d64, hn::InterleaveLower(di, v2, v3));
-        const auto t3 = hn::BitCast(d64, hn::InterleaveUpper(di, v2, v3));
-        StorePair(hn::BitCast(di, hn::InterleaveLower(d64, t0, t2)), d, r, kt);
-        StorePair(hn::BitCast(di, hn::InterleaveUpper(d64, t0, t2)), d + 2, r, kt);
-        StorePair(hn::BitCast(di, hn::InterleaveLower(d64, t1, t3)), d + 4, r, kt);
-        StorePair(hn::BitCast(di, hn::InterleaveUpper(d64, t1, t3)), d + 6, r, kt);
-      }
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+    const hn::CappedTag<int32_t, 8> d8;  // 256 bits
+    const hn::Half<decltype(d8)> d4;
+    const hn::Repartition<int64_t, decltype(d8)> d64;
+    if (N % 8 == 0) {
+      for (; d + 8 <= dim; d += 8)
+        for (int64_t g = 0; g < N; g += 8) {
+          auto two_rows = [&](int64_t i) {  // row g + i's four pairs low, row g + i + 4's high
+            return hn::Combine(d8, hn::LoadU(d4, reinterpret_cast<const int32_t*>(base + (g + i + 4) * stride + 2 * d)),
+                               hn::LoadU(d4, reinterpret_cast<const int32_t*>(base + (g + i) * stride + 2 * d)));
+          };
+          const auto v0 = two_rows(0), v1 = two_rows(1), v2 = two_rows(2), v3 = two_rows(3);
+          const auto t0 = hn::BitCast(d64, hn::InterleaveLower(d8, v0, v1));  // pairs 0, 1 of rows 0, 1
+          const auto t1 = hn::BitCast(d64, hn::InterleaveUpper(d8, v0, v1));  // pairs 2, 3
+          const auto t2 = hn::BitCast(d64, hn::InterleaveLower(d8, v2, v3));
+          const auto t3 = hn::BitCast(d64, hn::InterleaveUpper(d8, v2, v3));
+          StorePair(d8, hn::BitCast(d8, hn::InterleaveLower(d64, t0, t2)), d, r + g, kt);
+          StorePair(d8, hn::BitCast(d8, hn::InterleaveUpper(d64, t0, t2)), d + 2, r + g, kt);
+          StorePair(d8, hn::BitCast(d8, hn::InterleaveLower(d64, t1, t3)), d + 4, r + g, kt);
+          StorePair(d8, hn::BitCast(d8, hn::InterleaveUpper(d64, t1, t3)), d + 6, r + g, kt);
+        }
     }
 #endif
-    for (; d < dim; d += 2) StorePair(hn::GatherOffset(di, reinterpret_cast<const int32_t*>(base + 2 * d), offsets), d, r, kt);
+    for (; d < dim; d += 2)
+      StorePair(di, hn::GatherOffset(di, reinterpret_cast<const int32_t*>(base + 2 * d), offsets), d, r, kt);
   }
   for (; r < n; ++r) {
     const uint8_t* row = rows + static_cast<size_t>(r) * stride;

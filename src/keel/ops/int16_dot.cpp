@@ -125,31 +125,68 @@ struct Q5_0K {
 };
 
 // Q4_K, Q5_K: sub-block j (32 elements) is the low (j even) or high (j odd) nibbles of
-// qs[32 (j / 2) ..]; Q5_K's bit 4 of element l is bit j of qh[l].
+// qs[32 (j / 2) ..]; Q5_K's bit 4 of element l is bit j of qh[l]. Its weight scale is d * sc_j and
+// its offset -(dmin * m_j), both formed for four sub-blocks at once (ReadFour): the 6-bit scales
+// and mins of sub-blocks 0-3 or 4-7 are four bytes of one 32-bit word each (ggml_k4_scale_min's
+// bits, gathered word-wide), widened and multiplied in one vector. Unpacking them one sub-block
+// at a time was most of a unit's scalar work.
 template <bool kFive>
 struct QK45 {
   static constexpr int kElems = 256, kBytes = kFive ? 176 : 144, kUnits = 8;
   struct Header {
-    float d, dmin;
+    alignas(16) float scale[8];   // d * sc_j
+    alignas(16) float offset[8];  // -(dmin * m_j)
   };
-  HWY_INLINE static Header Read(const uint8_t* p) { return {f16_at(p), f16_at(p + 2)}; }
+  // Sub-blocks K0 .. K0 + 4 of the header (K0 = 0 or 4).
+  template <int K0>
+  HWY_INLINE static void ReadInto(const uint8_t* p, Header& h) {
+    uint32_t w[3];
+    std::memcpy(w, p + 4, 12);
+    constexpr uint32_t k6 = 0x3f3f3f3fu, k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+    const uint32_t sc = K0 == 0 ? w[0] & k6 : (w[2] & k4) | (((w[0] >> 6) & k2) << 4);
+    const uint32_t m = K0 == 0 ? w[1] & k6 : ((w[2] >> 4) & k4) | (((w[1] >> 6) & k2) << 4);
+    const float d = f16_at(p), dmin = f16_at(p + 2);
+#if HWY_TARGET != HWY_SCALAR
+    const hn::CappedTag<float, 4> df;
+    const hn::Rebind<int32_t, decltype(df)> di;
+    const hn::Rebind<uint8_t, decltype(df)> du8;
+    const hn::CappedTag<uint32_t, 1> dw;
+    auto four = [&](uint32_t bytes) { return hn::ConvertTo(df, hn::PromoteTo(di, hn::BitCast(du8, hn::Set(dw, bytes)))); };
+    hn::Store(hn::Mul(hn::Set(df, d), four(sc)), df, h.scale + K0);
+    hn::Store(hn::Neg(hn::Mul(hn::Set(df, dmin), four(m))), df, h.offset + K0);
+#else
+    for (int k = 0; k < 4; ++k) {
+      h.scale[K0 + k] = d * static_cast<float>((sc >> (8 * k)) & 0xff);
+      h.offset[K0 + k] = -(dmin * static_cast<float>((m >> (8 * k)) & 0xff));
+    }
+#endif
+  }
+  template <int K0>
+  HWY_INLINE static Header ReadFour(const uint8_t* p) {
+    Header h;
+    ReadInto<K0>(p, h);
+    return h;
+  }
+  HWY_INLINE static Header Read(const uint8_t* p) {
+    Header h;
+    ReadInto<0>(p, h);
+    ReadInto<4>(p, h);
+    return h;
+  }
   template <class Row>
-  HWY_INLINE static void Unit(const uint8_t* p, Header h, int64_t first, int j, Row& row) {
+  HWY_INLINE static void Unit(const uint8_t* p, const Header& h, int64_t first, int j, Row& row) {
     const D16 d16;
-    const float d = h.d, dmin = h.dmin;
     const uint8_t* qh = p + 16;
     const uint8_t* q = p + (kFive ? 48 : 16) + 32 * (j / 2);
     const bool high = j % 2 != 0;
-    int sc, m;
-    ggml_k4_scale_min(j, p + 4, sc, m);
-    row.unit(first + 32 * j, d * static_cast<float>(sc), [&](int e) KEEL_INLINE_LAMBDA {
+    row.unit(first + 32 * j, h.scale[j], [&](int e) KEEL_INLINE_LAMBDA {
       const V16 b = bytes_u(q + e);
       V16 code = high ? hn::ShiftRight<4>(b) : hn::And(b, hn::Set(d16, 15));
       if constexpr (kFive)
         code = hn::Or(code, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(bytes_u(qh + e), j), hn::Set(d16, 1))));
       return code;
     });
-    row.offset_term(first + 32 * j, -(dmin * static_cast<float>(m)));
+    row.offset_term(first + 32 * j, h.offset[j]);
   }
 };
 
@@ -299,7 +336,9 @@ struct GgmlRow {
     } else {
       const int64_t b = u0 / F::kUnits;
       const uint8_t* block = p + b * F::kBytes;
-      const typename F::Header h = F::Read(block);
+      typename F::Header h;
+      if constexpr (requires { F::template ReadFour<K0>(block); }) h = F::template ReadFour<K0>(block);
+      else h = F::Read(block);
       [&]<int... K>(std::integer_sequence<int, K...>) KEEL_INLINE_LAMBDA {
         (F::Unit(block, h, b * F::kElems, K0 + K, row), ...);
       }(std::make_integer_sequence<int, 4>());

@@ -18,6 +18,15 @@ int64_t active_ffn_width(const ModelSpec& spec) {
   return width + shared;
 }
 
+// Per token, the inputs (then outputs) of its routed slots, all of a layer's experts running
+// together (arch/blocks.cpp): experts_per_token rows of the model's width.
+int64_t routed_slot_width(const ModelSpec& spec) {
+  int64_t width = 0;
+  for (const LayerSpec& l : spec.layers)
+    if (l.moe) width = std::max(width, l.moe->experts_per_token * spec.hidden_size);
+  return width;
+}
+
 }  // namespace
 
 ScratchEstimate estimate_scratch(const ModelSpec& spec, const AttentionLayout& layout) {
@@ -34,7 +43,8 @@ ScratchEstimate estimate_scratch(const ModelSpec& spec, const AttentionLayout& l
   }
   const int64_t heads = spec.num_heads;
   const int64_t per_token =
-      3 * spec.hidden_size + 2 * heads * q_head_dim + kv_elements + 3 * active_ffn_width(spec) + experts;
+      3 * spec.hidden_size + 2 * heads * q_head_dim + kv_elements + 3 * active_ffn_width(spec) + experts +
+      routed_slot_width(spec);
 
   ScratchEstimate s;
   s.activations = static_cast<uint64_t>(kPrefillChunkTokens * per_token) * kF32;

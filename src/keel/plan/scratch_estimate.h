@@ -15,7 +15,7 @@ inline constexpr int64_t kAttentionKeyTile = 256;    // keys per score tile (til
 inline constexpr uint64_t kRuntimeOverheadBytes = 256ull << 20;  // code, tokenizer, HTTP, threads
 
 struct ScratchEstimate {
-  uint64_t activations = 0;      // f32, one chunk: residual, q/k/v, attention out, FFN, router
+  uint64_t activations = 0;      // f32, one chunk: residual, q/k/v, attention out, FFN, router, routed slots
   uint64_t attention_tiles = 0;  // f32 scores: heads x chunk x tile
   uint64_t logits = 0;           // f32 logits and sampling probabilities for one position
   uint64_t runtime = kRuntimeOverheadBytes;
