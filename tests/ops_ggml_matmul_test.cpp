@@ -140,14 +140,6 @@ Matrix view(WeightFormat f, const std::vector<uint8_t>& bytes, int64_t rows, int
   return m;
 }
 
-std::vector<float> random_x(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = d(rng);
-  return x;
-}
-
 void expect_rows_exact(const Matrix& m, int64_t rows_to_check) {
   std::vector<float> got(static_cast<size_t>(m.cols));
   for (int64_t r = 0; r < rows_to_check; ++r) {
@@ -281,7 +273,7 @@ TEST_P(OpsGgmlMatmul, MatchesTheDequantizedRows) {
   ThreadPool pool(2);
   test::for_each_simd_target([&] {
     for (const int64_t tokens : {int64_t{1}, int64_t{5}, int64_t{21}}) {
-      const std::vector<float> x = random_x(tokens * s.cols, 7);
+      const std::vector<float> x = test::normal_floats(tokens * s.cols, 7);
       std::vector<float> y(static_cast<size_t>(tokens * s.rows));
       ops::matmul(m, x.data(), tokens, y.data(), pool);
       expect_matches_reference(m, x.data(), tokens, y.data());
@@ -292,7 +284,7 @@ TEST_P(OpsGgmlMatmul, MatchesTheDequantizedRows) {
 TEST_P(OpsGgmlMatmul, OneTokenEqualsItsRowAmongMany) {
   const Shape s = GetParam();
   const auto bytes = random_blocks(s.format, s.rows, s.cols, 5u + static_cast<uint32_t>(s.rows));
-  const std::vector<float> x = random_x(kInvarianceTokens * s.cols, 3);
+  const std::vector<float> x = test::normal_floats(kInvarianceTokens * s.cols, 3);
   ThreadPool pool(2);
   test::for_each_simd_target([&] { expect_token_invariance(view(s.format, bytes, s.rows, s.cols), x.data(), pool); });
 }
@@ -300,7 +292,7 @@ TEST_P(OpsGgmlMatmul, OneTokenEqualsItsRowAmongMany) {
 TEST_P(OpsGgmlMatmul, RowsDoNotDependOnTheirNeighbours) {
   const Shape s = GetParam();
   const auto bytes = random_blocks(s.format, s.rows, s.cols, 9);
-  const std::vector<float> x = random_x(21 * s.cols, 4);
+  const std::vector<float> x = test::normal_floats(21 * s.cols, 4);
   ThreadPool pool(1);
   test::for_each_simd_target([&] {
     expect_rows_independent(view(s.format, bytes, s.rows, s.cols), x.data(), pool, {0, s.rows / 2, s.rows - 1});
@@ -316,7 +308,7 @@ TEST_P(OpsGgmlMatmul, Int16ProductsAreTheSameBitsOnEveryTarget) {
   const auto bytes = random_blocks(s.format, s.rows, s.cols, 17u + static_cast<uint32_t>(s.cols));
   const ops::GgmlRows g = ops::ggml_rows(view(s.format, bytes, s.rows, s.cols));
   for (const int64_t tokens : {int64_t{1}, int64_t{2}, int64_t{11}}) {
-    const std::vector<float> x = random_x(tokens * s.cols, 19);
+    const std::vector<float> x = test::normal_floats(tokens * s.cols, 19);
     ops::I16Activations a;
     ops::size_i16_activations(s.cols, tokens, false, a, ops::i16_activation_limit(s.format));
     ops::quantize_i16_activations(x.data(), 0, tokens, a);
@@ -342,7 +334,7 @@ TEST_P(OpsGgmlMatmul, PortablePathIsExactAndInvariant) {
   const Matrix m = view(s.format, bytes, s.rows, s.cols);
   const ops::GgmlRows g = ops::ggml_rows(m);
   const int64_t tokens = 7;
-  const std::vector<float> x = random_x(tokens * s.cols, 8);
+  const std::vector<float> x = test::normal_floats(tokens * s.cols, 8);
   std::vector<float> all(static_cast<size_t>(tokens * s.rows)), tasks(all.size()), one(static_cast<size_t>(s.rows));
   ops::gemm_ggml_f32(g, x.data(), tokens, 0, s.rows, all.data(), s.rows);
   for (int64_t r0 = 0; r0 < s.rows; r0 += 16)
@@ -504,7 +496,7 @@ TEST(OpsGgmlBlocks, RealFileBlocks) {
       m.data = g.bytes.data() + g.data_start + t.offset;
       ASSERT_LE(g.data_start + t.offset + rows * m.row_bytes(), g.bytes.size()) << m.name;
       expect_rows_exact(m, rows);
-      const std::vector<float> x = random_x(kInvarianceTokens * cols, 17);
+      const std::vector<float> x = test::normal_floats(kInvarianceTokens * cols, 17);
       std::vector<float> y(static_cast<size_t>(7 * rows));
       test::for_each_simd_target([&] {
         ops::matmul(m, x.data(), 7, y.data(), pool);
@@ -530,7 +522,7 @@ using namespace keel;
 // stay zero, and a NaN or infinity makes the block's scale NaN (as the f32 products would carry it).
 TEST(OpsGgmlI16, ActivationsQuantizePerBlockOf32) {
   const int64_t cols = 96, tokens = 3;
-  std::vector<float> x = random_x(tokens * cols, 21);
+  std::vector<float> x = test::normal_floats(tokens * cols, 21);
   for (int j = 32; j < 64; ++j) x[static_cast<size_t>(j)] = 0.0f;  // token 0, block 1: zeros
   x[static_cast<size_t>(cols + 70)] = 1e6f;                          // token 1, block 2: one outlier
   x[static_cast<size_t>(2 * cols + 5)] = NAN;                        // token 2, block 0: a NaN
@@ -571,7 +563,7 @@ TEST(OpsGgmlI16, ActivationsQuantizePerBlockOf32) {
 // them, where adding 0.5 first would round up) after the scaling, and random blocks, both orders.
 TEST(OpsGgmlI16, ActivationsAreTheSameOnEveryTarget) {
   const int64_t cols = 128, tokens = 3;
-  std::vector<float> x = random_x(tokens * cols, 23);
+  std::vector<float> x = test::normal_floats(tokens * cols, 23);
   // Block 0: amax 32767 makes the scale 1, so q = round(x): ties 0.5, 1.5, 2.5, ... and values a
   // float step below 0.5.
   x[0] = 32767.0f;

@@ -13,6 +13,7 @@
 #include "keel/ops/matmul.h"
 #include "keel/util/half.h"
 #include "simd_target_support.h"
+#include "test_support.h"
 
 namespace keel {
 namespace {
@@ -59,14 +60,6 @@ OwnedMatrix random_matrix(WeightFormat f, int64_t rows, int64_t cols, uint32_t s
   return o;
 }
 
-std::vector<float> random_x(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = d(rng);
-  return x;
-}
-
 void expect_batch_equals_alone(const std::vector<ops::MatmulJob>& jobs, ThreadPool& pool) {
   std::vector<std::vector<float>> alone;
   for (const ops::MatmulJob& j : jobs) {
@@ -93,8 +86,8 @@ TEST(OpsMatmulBatch, EachJobGetsTheBitsOfItsMatmulAlone) {
   test::for_each_simd_target([&] {
     for (const int64_t tokens : {int64_t{1}, int64_t{3}, int64_t{21}}) {
       SCOPED_TRACE(std::to_string(tokens) + " tokens");
-      const std::vector<float> x = random_x(tokens * d, 11), x_other = random_x(tokens * d, 12);
-      const std::vector<float> h0 = random_x(tokens * ff, 13), h1 = random_x(tokens * ff, 14);
+      const std::vector<float> x = test::normal_floats(tokens * d, 11), x_other = test::normal_floats(tokens * d, 12);
+      const std::vector<float> h0 = test::normal_floats(tokens * ff, 13), h1 = test::normal_floats(tokens * ff, 14);
       std::vector<std::vector<float>> y(8);
       auto out = [&](size_t k, const Matrix& m) { return (y[k].resize(static_cast<size_t>(tokens * m.rows)), y[k].data()); };
       const std::vector<ops::MatmulJob> first = {
@@ -117,7 +110,7 @@ TEST(OpsMatmulBatch, EmptyJobsAreSkipped) {
   no_rows.format = WeightFormat::Q4_0;
   no_rows.cols = 64;
   ThreadPool pool(2);
-  const std::vector<float> x = random_x(2 * 64, 3);
+  const std::vector<float> x = test::normal_floats(2 * 64, 3);
   std::vector<float> y(2 * 16), nothing(1, 7.0f);
   const std::vector<ops::MatmulJob> jobs = {
       {&w.m, x.data(), 0, nothing.data()}, {&no_rows, x.data(), 2, nothing.data()}, {&w.m, x.data(), 2, y.data()}};

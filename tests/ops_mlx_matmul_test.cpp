@@ -50,14 +50,6 @@ MlxMatrix random_mlx(int bits, int group, int64_t rows, int64_t cols, uint32_t s
   return out;
 }
 
-std::vector<float> random_x(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = d(rng);
-  return x;
-}
-
 struct Shape {
   int bits, group;
   int64_t rows, cols;
@@ -78,7 +70,7 @@ TEST_P(OpsMlxMatmul, MatchesTheDequantizedRows) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 11u + static_cast<uint32_t>(s.cols));
   const int64_t tokens = 21;  // token tiles of 4, and a 1-token remainder, in the int16 path
-  const std::vector<float> x = random_x(tokens * s.cols, 7);
+  const std::vector<float> x = test::normal_floats(tokens * s.cols, 7);
   ThreadPool pool(2);
   std::vector<float> y(static_cast<size_t>(tokens * s.rows));
   test::for_each_simd_target([&] {
@@ -119,7 +111,7 @@ TEST_P(OpsMlxMatmul, Int16ProductsAreTheSameBitsOnEveryTarget) {
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 23u + static_cast<uint32_t>(s.cols));
   if (!ops::mlx_i16_supported(rows_of(w.m))) GTEST_SKIP() << "no int16 kernel for group " << s.group;
   for (const int64_t tokens : {int64_t{1}, int64_t{2}, int64_t{11}}) {
-    const std::vector<float> x = random_x(tokens * s.cols, 29);
+    const std::vector<float> x = test::normal_floats(tokens * s.cols, 29);
     ops::I16Activations a;
     ops::size_i16_activations(s.cols, tokens, /*pairs_split=*/s.bits == 4, a);
     ops::quantize_i16_activations(x.data(), 0, tokens, a);
@@ -143,7 +135,7 @@ TEST_P(OpsMlxMatmul, OneTokenEqualsItsRowAmongMany) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 5u + static_cast<uint32_t>(s.rows));
   const int64_t tokens = 37;
-  const std::vector<float> x = random_x(tokens * s.cols, 3);
+  const std::vector<float> x = test::normal_floats(tokens * s.cols, 3);
   ThreadPool pool(2);
   std::vector<float> many(static_cast<size_t>(tokens * s.rows)), one(static_cast<size_t>(s.rows));
   test::for_each_simd_target([&] {
@@ -171,7 +163,7 @@ TEST_P(OpsMlxMatmul, RowsDoNotDependOnTheirNeighbours) {
   const Shape s = GetParam();
   const MlxMatrix w = random_mlx(s.bits, s.group, s.rows, s.cols, 9);
   const int64_t tokens = 21;
-  const std::vector<float> x = random_x(tokens * s.cols, 4);
+  const std::vector<float> x = test::normal_floats(tokens * s.cols, 4);
   ThreadPool pool(1);
   std::vector<float> all(static_cast<size_t>(tokens * s.rows)), last(static_cast<size_t>(tokens));
   // The last row alone: same words, scales and biases, viewed as a 1-row matrix.

@@ -47,6 +47,14 @@ std::string read_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
+std::vector<float> normal_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
 void write_safetensors(const std::filesystem::path& path, const std::string& header_json, std::string_view data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   for (int i = 0; i < 8; ++i) out.put(static_cast<char>((header_json.size() >> (8 * i)) & 0xff));

@@ -3,6 +3,7 @@
 // or $KEEL_SHARED_DIR), and the built keel binary.
 #include <sys/types.h>
 
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <string>
@@ -18,6 +19,9 @@ std::filesystem::path keel_binary();
 // an empty path.
 std::filesystem::path release_binary();
 std::string read_text(const std::filesystem::path& path);
+
+// n floats drawn from the standard normal distribution by mt19937(seed): the kernels' test inputs.
+std::vector<float> normal_floats(int64_t n, uint32_t seed);
 
 // Writes a safetensors file: 8-byte little-endian header length, the header JSON text, the data.
 void write_safetensors(const std::filesystem::path& path, const std::string& header_json, std::string_view data);
