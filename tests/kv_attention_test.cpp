@@ -402,13 +402,14 @@ TEST(KvAttention, EverySimdTargetMatchesTheReferenceAndIsSplitInvariant) {
 
 // The tiled path: queries at different positions (a prefill chunk) and heads (a KV group) in one
 // call each get the bits they get alone, over only the rows up to their own position, under a
-// sliding window, soft-cap and per-query sinks, on every SIMD target.
+// sliding window, soft-cap and per-query sinks, on every SIMD target. Head dims of 64 and 96: the
+// kernels take the head dim in passes of 2 or 4 vectors, and 96 leaves a remainder on some targets.
 TEST(KvAttention, QueriesInOneCallGetWhatEachGetsAlone) {
   std::mt19937 rng(23);
-  const int64_t dim = 64;
-  const auto segs = mixed_segments(rng, dim);
   const int64_t rows = 363, first_pos = 5;
+  for (const int64_t dim : {int64_t{64}, int64_t{96}})
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    const auto segs = mixed_segments(rng, dim);
     hwy::SetSupportedTargetsForTest(target);
     for (const AttentionParams& base :
          {AttentionParams{.scale = 0.125f}, AttentionParams{.scale = 0.125f, .window = 40, .softcap = 5.0f},

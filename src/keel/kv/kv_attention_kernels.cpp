@@ -20,36 +20,41 @@ namespace keel::kv::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// scores[i * kTile + j] = dot(q_i, key j) for four queries: per lane one FMA chain over d, the
-// same chain ScoreOne runs, so a query's scores do not depend on its neighbours.
-HWY_INLINE void ScoreFour(const float* kt, int64_t dim, const float* q0, const float* q1, const float* q2,
-                          const float* q3, float* scores) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  for (int64_t c = 0; c < kTile; c += N) {
-    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-    for (int64_t d = 0; d < dim; ++d) {
-      const auto k = hn::LoadU(df, kt + d * kTile + c);
-      a0 = hn::MulAdd(hn::Set(df, q0[d]), k, a0);
-      a1 = hn::MulAdd(hn::Set(df, q1[d]), k, a1);
-      a2 = hn::MulAdd(hn::Set(df, q2[d]), k, a2);
-      a3 = hn::MulAdd(hn::Set(df, q3[d]), k, a3);
-    }
-    hn::StoreU(a0, df, scores + c);
-    hn::StoreU(a1, df, scores + kTile + c);
-    hn::StoreU(a2, df, scores + 2 * kTile + c);
-    hn::StoreU(a3, df, scores + 3 * kTile + c);
-  }
-}
+// The loops over a block's queries and vectors have constant trip counts: unrolled even at -O2, so
+// the accumulators stay in registers.
+#define KEEL_UNROLL_BLOCK _Pragma("GCC unroll 8")
 
-// The same chain as ScoreFour, for one query (the last one to three of a call).
-HWY_INLINE void ScoreOne(const float* kt, int64_t dim, const float* q, float* scores) {
+// scores[i * kTile + j] = dot(q_i, key j) for kQ queries (1, 2 or 4): per lane one FMA chain over
+// d, the same whatever kQ, so a query's scores do not depend on its neighbours. kV vectors of key
+// lanes per pass: 8 accumulators (4 when one query runs alone), enough independent chains to hide
+// the FMA latency, and each key vector loaded once for the kQ queries.
+template <int kQ>
+HWY_INLINE void ScoreQueries(const float* kt, int64_t dim, const float* const* q, float* scores) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  for (int64_t c = 0; c < kTile; c += N) {
-    auto a = hn::Zero(df);
-    for (int64_t d = 0; d < dim; ++d) a = hn::MulAdd(hn::Set(df, q[d]), hn::LoadU(df, kt + d * kTile + c), a);
-    hn::StoreU(a, df, scores + c);
+  constexpr int kV = kQ == 4 ? 2 : 4;
+  static_assert(kTile % (kV * hn::MaxLanes(decltype(df)())) == 0, "a tile is whole passes on every target");
+  for (int64_t c = 0; c < kTile; c += kV * N) {
+    hn::Vec<decltype(df)> a[kQ][kV];
+    KEEL_UNROLL_BLOCK
+    for (int i = 0; i < kQ; ++i)
+      KEEL_UNROLL_BLOCK
+      for (int v = 0; v < kV; ++v) a[i][v] = hn::Zero(df);
+    for (int64_t d = 0; d < dim; ++d) {
+      hn::Vec<decltype(df)> k[kV];
+      KEEL_UNROLL_BLOCK
+      for (int v = 0; v < kV; ++v) k[v] = hn::LoadU(df, kt + d * kTile + c + v * N);
+      KEEL_UNROLL_BLOCK
+      for (int i = 0; i < kQ; ++i) {
+        const auto qd = hn::Set(df, q[i][d]);
+        KEEL_UNROLL_BLOCK
+        for (int v = 0; v < kV; ++v) a[i][v] = hn::MulAdd(qd, k[v], a[i][v]);
+      }
+    }
+    KEEL_UNROLL_BLOCK
+    for (int i = 0; i < kQ; ++i)
+      KEEL_UNROLL_BLOCK
+      for (int v = 0; v < kV; ++v) hn::StoreU(a[i][v], df, scores + i * kTile + c + v * N);
   }
 }
 
@@ -95,58 +100,83 @@ HWY_INLINE float SoftmaxStep(float* s, const TileQuery& q, float scale, float so
   return factor;
 }
 
-// acc = acc * factor + sum over lanes j in [from, to) of p[j] * value j, j in order; four vectors
-// of the head dim at a time, so four independent chains hide the FMA latency. factor 1 is exact.
-HWY_INLINE void AccumulateRange(const float* vt, int64_t dim, const float* p, int64_t from, int64_t to, float factor,
-                                float* acc) {
+// acc_i = acc_i * factor_i + sum over lanes j in [from, to) of p_i[j] * value j, j in order, for
+// kQ queries (1, 2 or 4) that read the same lanes. Each element's chain is the same whatever kQ
+// (vector lanes by MulAdd, the dims past the last whole vector by std::fma), so a query's sums do
+// not depend on its neighbours; factor 1 is exact. kV vectors of the head dim per pass: 8
+// accumulators (4 for one query alone), each value vector loaded once for the kQ queries.
+template <int kQ>
+HWY_INLINE void AccumulateRange(const float* vt, int64_t dim, const float* const* p, int64_t from, int64_t to,
+                                const float* factor, float* const* acc) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const auto f = hn::Set(df, factor);
+  constexpr int kV = kQ == 4 ? 2 : 4;
   int64_t d = 0;
-  for (; d + 4 * N <= dim; d += 4 * N) {
-    auto a0 = hn::Mul(hn::LoadU(df, acc + d), f), a1 = hn::Mul(hn::LoadU(df, acc + d + N), f);
-    auto a2 = hn::Mul(hn::LoadU(df, acc + d + 2 * N), f), a3 = hn::Mul(hn::LoadU(df, acc + d + 3 * N), f);
+  for (; d + kV * N <= dim; d += kV * N) {
+    hn::Vec<decltype(df)> a[kQ][kV];
+    KEEL_UNROLL_BLOCK
+    for (int i = 0; i < kQ; ++i)
+      KEEL_UNROLL_BLOCK
+      for (int v = 0; v < kV; ++v) a[i][v] = hn::Mul(hn::LoadU(df, acc[i] + d + v * N), hn::Set(df, factor[i]));
     for (int64_t j = from; j < to; ++j) {
       const float* row = vt + j * dim + d;
-      const auto w = hn::Set(df, p[j]);
-      a0 = hn::MulAdd(w, hn::LoadU(df, row), a0);
-      a1 = hn::MulAdd(w, hn::LoadU(df, row + N), a1);
-      a2 = hn::MulAdd(w, hn::LoadU(df, row + 2 * N), a2);
-      a3 = hn::MulAdd(w, hn::LoadU(df, row + 3 * N), a3);
+      hn::Vec<decltype(df)> r[kV];
+      KEEL_UNROLL_BLOCK
+      for (int v = 0; v < kV; ++v) r[v] = hn::LoadU(df, row + v * N);
+      KEEL_UNROLL_BLOCK
+      for (int i = 0; i < kQ; ++i) {
+        const auto w = hn::Set(df, p[i][j]);
+        KEEL_UNROLL_BLOCK
+        for (int v = 0; v < kV; ++v) a[i][v] = hn::MulAdd(w, r[v], a[i][v]);
+      }
     }
-    hn::StoreU(a0, df, acc + d);
-    hn::StoreU(a1, df, acc + d + N);
-    hn::StoreU(a2, df, acc + d + 2 * N);
-    hn::StoreU(a3, df, acc + d + 3 * N);
+    KEEL_UNROLL_BLOCK
+    for (int i = 0; i < kQ; ++i)
+      KEEL_UNROLL_BLOCK
+      for (int v = 0; v < kV; ++v) hn::StoreU(a[i][v], df, acc[i] + d + v * N);
   }
-  for (; d + N <= dim; d += N) {
-    auto a = hn::Mul(hn::LoadU(df, acc + d), f);
-    for (int64_t j = from; j < to; ++j) a = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vt + j * dim + d), a);
-    hn::StoreU(a, df, acc + d);
-  }
-  for (; d < dim; ++d) {
-    float a = acc[d] * factor;
-    for (int64_t j = from; j < to; ++j) a = std::fma(p[j], vt[j * dim + d], a);
-    acc[d] = a;
+  for (int i = 0; i < kQ; ++i) {
+    int64_t e = d;
+    for (; e + N <= dim; e += N) {
+      auto a = hn::Mul(hn::LoadU(df, acc[i] + e), hn::Set(df, factor[i]));
+      for (int64_t j = from; j < to; ++j) a = hn::MulAdd(hn::Set(df, p[i][j]), hn::LoadU(df, vt + j * dim + e), a);
+      hn::StoreU(a, df, acc[i] + e);
+    }
+    for (; e < dim; ++e) {
+      float a = acc[i][e] * factor[i];
+      for (int64_t j = from; j < to; ++j) a = std::fma(p[i][j], vt[j * dim + e], a);
+      acc[i][e] = a;
+    }
   }
 }
 
-// Each accumulator is rescaled exactly once per tile (fused into its first run, alone when none of
-// its lanes is read), then takes its runs' lanes in order: the same operations however the tile's
-// rows are split between the two bases.
-HWY_INLINE void AccumulateStep(const float* vt, int64_t dim, const float* p, const LaneRun* runs, int64_t n_runs,
-                               const TileQuery& q, float factor) {
+// For kQ queries that read the same lanes [lo, hi) of the tile (q[0]'s): each accumulator is
+// rescaled exactly once per tile (fused into its first run, alone when none of its lanes is read),
+// then takes its runs' lanes in order: the same operations however the tile's rows are split
+// between the two bases, and whatever kQ.
+template <int kQ>
+HWY_INLINE void AccumulateStep(const float* vt, int64_t dim, const float* const* p, const LaneRun* runs,
+                               int64_t n_runs, const TileQuery* q, const float* factor) {
+  float* acc[kQ];
+  float* acc_rot[kQ];
+  float ones[kQ];
+  for (int i = 0; i < kQ; ++i) {
+    acc[i] = q[i].acc;
+    acc_rot[i] = q[i].acc_rot;
+    ones[i] = 1.0f;
+  }
   bool plain_done = false, rotated_done = false;
   for (int64_t r = 0; r < n_runs; ++r) {
-    const int64_t from = std::max(runs[r].lo, q.lo), to = std::min(runs[r].hi, q.hi);
+    const int64_t from = std::max(runs[r].lo, q[0].lo), to = std::min(runs[r].hi, q[0].hi);
     if (from >= to) continue;
     bool& done = runs[r].rotated ? rotated_done : plain_done;
-    AccumulateRange(vt, dim, p, from, to, done ? 1.0f : factor, runs[r].rotated ? q.acc_rot : q.acc);
+    AccumulateRange<kQ>(vt, dim, p, from, to, done ? ones : factor, runs[r].rotated ? acc_rot : acc);
     done = true;
   }
-  if (factor != 1.0f) {
-    if (!plain_done) AccumulateRange(vt, dim, p, 0, 0, factor, q.acc);
-    if (q.acc_rot != nullptr && !rotated_done) AccumulateRange(vt, dim, p, 0, 0, factor, q.acc_rot);
+  for (int i = 0; i < kQ; ++i) {
+    if (factor[i] == 1.0f) continue;
+    if (!plain_done) AccumulateRange<1>(vt, dim, &p[i], 0, 0, &factor[i], &acc[i]);
+    if (acc_rot[i] != nullptr && !rotated_done) AccumulateRange<1>(vt, dim, &p[i], 0, 0, &factor[i], &acc_rot[i]);
   }
 }
 
@@ -172,20 +202,40 @@ void UnrotateKeys(float* kt, int64_t dim) {
   }
 }
 
+// Queries i0 .. i0 + kQ of a block: scores, softmax steps, and (when they read the same lanes, as
+// every query of a block does but at the causal diagonal) their value sums together.
+template <int kQ>
+HWY_INLINE void AttendQueries(const float* kt, const float* vt, int64_t dim, const LaneRun* runs, int64_t n_runs,
+                              const TileQuery* q, float scale, float softcap, float* scores) {
+  const float* qv[kQ];
+  float* p[kQ];
+  float factor[kQ];
+  for (int i = 0; i < kQ; ++i) {
+    qv[i] = q[i].q;
+    p[i] = scores + i * kTile;
+  }
+  ScoreQueries<kQ>(kt, dim, qv, scores);
+  bool same_lanes = true;
+  for (int i = 0; i < kQ; ++i) {
+    factor[i] = SoftmaxStep(p[i], q[i], scale, softcap);
+    same_lanes = same_lanes && q[i].lo == q[0].lo && q[i].hi == q[0].hi;
+  }
+  if (same_lanes) {
+    AccumulateStep<kQ>(vt, dim, p, runs, n_runs, q, factor);
+    return;
+  }
+  for (int i = 0; i < kQ; ++i) AccumulateStep<1>(vt, dim, &p[i], runs, n_runs, &q[i], &factor[i]);
+}
+
 void AttendTile(const float* kt, const float* vt, int64_t dim, const LaneRun* runs, int64_t n_runs,
                 const TileQuery* queries, int64_t n_queries, float scale, float softcap, float* scores) {
-  for (int64_t i0 = 0; i0 < n_queries; i0 += 4) {
-    if (i0 + 4 <= n_queries) {
-      ScoreFour(kt, dim, queries[i0].q, queries[i0 + 1].q, queries[i0 + 2].q, queries[i0 + 3].q, scores);
-    } else {
-      for (int64_t i = i0; i < n_queries; ++i) ScoreOne(kt, dim, queries[i].q, scores + (i - i0) * kTile);
-    }
-    for (int64_t i = i0; i < std::min(i0 + 4, n_queries); ++i) {
-      float* p = scores + (i - i0) * kTile;
-      const float factor = SoftmaxStep(p, queries[i], scale, softcap);
-      AccumulateStep(vt, dim, p, runs, n_runs, queries[i], factor);
-    }
+  int64_t i = 0;
+  for (; i + 4 <= n_queries; i += 4) AttendQueries<4>(kt, vt, dim, runs, n_runs, queries + i, scale, softcap, scores);
+  if (i + 2 <= n_queries) {
+    AttendQueries<2>(kt, vt, dim, runs, n_runs, queries + i, scale, softcap, scores);
+    i += 2;
   }
+  if (i < n_queries) AttendQueries<1>(kt, vt, dim, runs, n_runs, queries + i, scale, softcap, scores);
 }
 
 // Keys are transposed two dims at a time, as 32-bit bf16 pairs (dim d in the low half, d + 1 in

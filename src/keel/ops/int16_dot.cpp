@@ -603,50 +603,62 @@ struct RowGroup {
   float* offsets;
 };
 
-// kTileTokens tokens from t0 against one group; out [kTileTokens][kGroupRows]. The partials live
-// in `partials` ([kTileTokens][kPartials][kGroupRows], in L1): a unit's float work loads and
-// stores one vector of them per token.
-HWY_INLINE void GroupTile(const RowGroup& g, bool has_offsets, const I16Activations& a, int64_t t0, float* partials,
+// kTileTokens tokens from t0 against kG groups (1 or 2) side by side: each broadcast of a token's
+// activation pair serves every group, so two groups take fewer instructions per product than one.
+// out [kG][kTileTokens][kGroupRows]. The partials live in `partials` ([kG][kTileTokens][kPartials]
+// [kGroupRows], in L1): a unit's float work loads and stores one vector of them per token and group.
+// Each (row, token) gets the same unit sums (exact, in int32) and float operations whatever kG.
+template <int kG>
+HWY_INLINE void GroupTile(const RowGroup* g, bool has_offsets, const I16Activations& a, int64_t t0, float* partials,
                           float* out) {
   const D32 d32;
   const DG16 d16;
   const DF df;
   const int64_t units = a.cols / 32;
-  std::fill(partials, partials + kTileTokens * kPartials * kGroupRows, 0.0f);
+  constexpr int64_t kGroupPartials = kTileTokens * kPartials * kGroupRows;
+  std::fill(partials, partials + kG * kGroupPartials, 0.0f);
   for (int64_t u = 0; u < units; ++u) {
-    const int32_t* codes = g.codes + u * 16 * kGroupRows;
-    hn::Vec<D32> dot[kTileTokens], unused[kTileTokens];
-    for (int t = 0; t < kTileTokens; ++t) dot[t] = unused[t] = hn::Zero(d32);
+    const int32_t* codes[kG];
+    hn::Vec<D32> dot[kG][kTileTokens], unused[kG][kTileTokens];
+    for (int k = 0; k < kG; ++k) {
+      codes[k] = g[k].codes + u * 16 * kGroupRows;
+      for (int t = 0; t < kTileTokens; ++t) dot[k][t] = unused[k][t] = hn::Zero(d32);
+    }
     // Unrolled: as a loop, GCC spent a register move per token and the loop's own count on every
     // pair, a third of the loop's instructions.
 #pragma GCC unroll 4
     for (int pair = 0; pair < 16; ++pair) {
-      const auto c = hn::BitCast(d16, hn::LoadU(d32, codes + pair * kGroupRows));
+      hn::Vec<DG16> c[kG];
+      for (int k = 0; k < kG; ++k) c[k] = hn::BitCast(d16, hn::LoadU(d32, codes[k] + pair * kGroupRows));
       KEEL_UNROLL_TOKENS
       for (int t = 0; t < kTileTokens; ++t) {
         int32_t x;
         std::memcpy(&x, a.q.data() + (t0 + t) * a.cols + 32 * u + 2 * pair, 4);
-        dot[t] = hn::ReorderWidenMulAccumulate(d32, c, hn::BitCast(d16, hn::Set(d32, x)), dot[t], unused[t]);
+        const auto xv = hn::BitCast(d16, hn::Set(d32, x));
+        for (int k = 0; k < kG; ++k) dot[k][t] = hn::ReorderWidenMulAccumulate(d32, c[k], xv, dot[k][t], unused[k][t]);
       }
     }
-    const auto scale = hn::LoadU(df, g.scales + u * kGroupRows);
-    const auto c = hn::LoadU(df, g.offsets + u * kGroupRows);
-    KEEL_UNROLL_TOKENS
-    for (int t = 0; t < kTileTokens; ++t) {
-      const size_t at = static_cast<size_t>((t0 + t) * units + u);
-      float* partial = partials + (t * kPartials + u % kPartials) * kGroupRows;
-      const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, hn::Add(dot[t], unused[t])));
-      auto p = hn::Add(hn::LoadU(df, partial), product);
-      if (has_offsets) p = hn::Add(p, hn::Mul(c, hn::Set(df, a.sum[at])));
-      hn::StoreU(p, df, partial);
+    for (int k = 0; k < kG; ++k) {
+      const auto scale = hn::LoadU(df, g[k].scales + u * kGroupRows);
+      const auto c = hn::LoadU(df, g[k].offsets + u * kGroupRows);
+      KEEL_UNROLL_TOKENS
+      for (int t = 0; t < kTileTokens; ++t) {
+        const size_t at = static_cast<size_t>((t0 + t) * units + u);
+        float* partial = partials + k * kGroupPartials + (t * kPartials + u % kPartials) * kGroupRows;
+        const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, hn::Add(dot[k][t], unused[k][t])));
+        auto p = hn::Add(hn::LoadU(df, partial), product);
+        if (has_offsets) p = hn::Add(p, hn::Mul(c, hn::Set(df, a.sum[at])));
+        hn::StoreU(p, df, partial);
+      }
     }
   }
-  for (int t = 0; t < kTileTokens; ++t) {
-    const float* p = partials + t * kPartials * kGroupRows;
-    hn::Vec<DF> q[4];
-    for (int k = 0; k < 4; ++k) q[k] = hn::Add(hn::LoadU(df, p + k * kGroupRows), hn::LoadU(df, p + (k + 4) * kGroupRows));
-    hn::StoreU(hn::Add(hn::Add(q[0], q[2]), hn::Add(q[1], q[3])), df, out + t * kGroupRows);
-  }
+  for (int k = 0; k < kG; ++k)
+    for (int t = 0; t < kTileTokens; ++t) {
+      const float* p = partials + k * kGroupPartials + t * kPartials * kGroupRows;
+      hn::Vec<DF> q[4];
+      for (int i = 0; i < 4; ++i) q[i] = hn::Add(hn::LoadU(df, p + i * kGroupRows), hn::LoadU(df, p + (i + 4) * kGroupRows));
+      hn::StoreU(hn::Add(hn::Add(q[0], q[2]), hn::Add(q[1], q[3])), df, out + (k * kTileTokens + t) * kGroupRows);
+    }
 }
 
 // The tiles' share of Products: every whole tile of tokens; returns the tokens it ran (0 when
@@ -683,15 +695,21 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
     for (int64_t u = 0; u < units; ++u) g.scales[u * kGroupRows + lane] = row_scale[static_cast<size_t>(u)];
     for (int64_t u = 0; u < units; ++u) g.offsets[u * kGroupRows + lane] = row_offset[static_cast<size_t>(u)];
   }
-  alignas(64) float partials[kTileTokens * kPartials * kGroupRows];
-  alignas(64) float out[kTileTokens * kGroupRows];
+  alignas(64) float partials[2 * kTileTokens * kPartials * kGroupRows];
+  alignas(64) float out[2 * kTileTokens * kGroupRows];
   const int64_t end = n_tokens / kTileTokens * kTileTokens;
   for (int64_t t = 0; t < end; t += kTileTokens)
-    for (int64_t gi = 0; gi < groups; ++gi) {
-      GroupTile(group(gi), has_offsets, a, t, partials, out);
-      const int64_t first_row = gi * kGroupRows, n_rows = std::min<int64_t>(kGroupRows, rows - first_row);
-      for (int64_t k = 0; k < kTileTokens; ++k)
-        std::memcpy(y + (t + k) * y_stride + first_row, out + k * kGroupRows, static_cast<size_t>(n_rows) * sizeof(float));
+    for (int64_t gi = 0; gi < groups;) {
+      const RowGroup two[2] = {group(gi), group(std::min(gi + 1, groups - 1))};
+      const int n_groups = gi + 2 <= groups ? 2 : 1;
+      if (n_groups == 2) GroupTile<2>(two, has_offsets, a, t, partials, out);
+      else GroupTile<1>(two, has_offsets, a, t, partials, out);
+      for (int k = 0; k < n_groups; ++k, ++gi) {
+        const int64_t first_row = gi * kGroupRows, n_rows = std::min<int64_t>(kGroupRows, rows - first_row);
+        for (int64_t i = 0; i < kTileTokens; ++i)
+          std::memcpy(y + (t + i) * y_stride + first_row, out + (k * kTileTokens + i) * kGroupRows,
+                      static_cast<size_t>(n_rows) * sizeof(float));
+      }
     }
   return end;
 }
