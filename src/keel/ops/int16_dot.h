@@ -28,8 +28,8 @@
 // into one vector of four unit sums, whose float work is then one vector operation. Prefill on x86
 // runs token tiles with rows across the lanes: a task's rows are decoded once and interleaved by groups
 // of rows, so one load gives a pair of codes of every row of a group and one broadcast the pair of
-// a token's activations, and the float work of a unit is one vector per token for the group's
-// rows.
+// a token's activations (for two groups at once), and the float work of a unit is one vector per
+// token for the group's rows.
 //
 // Stateless; callable from any thread. The activations are prepared by the caller (one buffer per
 // call), then read by every worker.
