@@ -30,8 +30,11 @@ fi
 
 out=build-arm
 mkdir -p "$out/obj"
-# Kernels and what they stand on (ops, model, util), and the kernel test files.
+# Kernels and what they stand on (ops, model, util; KV attention and its row formats), and the
+# kernel test files.
 sources=(src/keel/ops/*.cpp src/keel/model/*.cpp src/keel/util/*.cpp
+         src/keel/kv/kv_attention.cpp src/keel/kv/kv_attention_kernels.cpp src/keel/kv/kv_format.cpp
+         src/keel/kv/kv_rotation.cpp tests/kv_attention_test.cpp
          tests/ops_ggml_matmul_test.cpp tests/ops_mlx_matmul_test.cpp tests/ops_mxfp4_test.cpp
          tests/ops_matmul_batch_test.cpp tests/ops_gated_delta_rule_test.cpp tests/util_thread_pool_test.cpp tests/test_support.cpp
          tests/simd_target_support.cpp)
@@ -48,7 +51,7 @@ done
 while (($(jobs -r | wc -l) > 0)); do wait -n; done
 aarch64-linux-gnu-g++ -o "$out/kernel_tests" "${objects[@]}" -lgtest -lgtest_main -lhwy -lpthread
 
-filter="${1:-*OpsGgml*:*OpsMlx*:*OpsMxfp4*:*OpsMatmulBatch*:*GatedDeltaRule*:ThreadPool*}"  # parametrized suites carry a prefix
+filter="${1:-*OpsGgml*:*OpsMlx*:*OpsMxfp4*:*OpsMatmulBatch*:*GatedDeltaRule*:ThreadPool*:KvAttention*}"  # parametrized suites carry a prefix
 # The arm64 libraries linked above (libhwy, libgtest) come with Debian's arm64 C library under
 # /lib/aarch64-linux-gnu; the loader must be that one too. (The cross toolchain's own copy under
 # /usr/aarch64-linux-gnu is older: with it, the first thread a test starts hangs.)
