@@ -48,6 +48,24 @@ HWY_INLINE float f16_at(const uint8_t* p) {
   return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh1, reinterpret_cast<const hwy::float16_t*>(p))));
 }
 
+// Four lanes of int32 and of float: a vector of four units' sums and scales (RowTokens).
+using D4 = hn::CappedTag<int32_t, 4>;
+using DF4 = hn::Rebind<float, D4>;
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// The f16 scales at the start of four blocks kStride bytes apart, widened in one conversion (F16C):
+// exact, as f16_at each, and already the vector the row's flush multiplies by (four_at, when the
+// row takes them so): 9 instructions for four units where four conversions and a re-gather took 15.
+#define KEEL_F16_SCALES4 1
+template <int kStride>
+HWY_INLINE hn::Vec<DF4> f16_scales4(const uint8_t* p) {
+  uint16_t h[4];
+  for (int k = 0; k < 4; ++k) std::memcpy(&h[k], p + k * kStride, 2);
+  return hn::Vec<DF4>{_mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(h[0]), static_cast<short>(h[1]),
+                                                  static_cast<short>(h[2]), static_cast<short>(h[3]), 0, 0, 0, 0))};
+}
+#endif
+
 // ---- The order of a (row, token)'s float sums, kept by every path, on every target (int16_dot.h):
 // kPartials partial sums, unit u adding into partial u % kPartials,
 //   P[u % 8] = (P[u % 8] + (w_scale * x_scale) * float(unit sum)) + c * x_sum
@@ -72,6 +90,7 @@ HWY_INLINE float partials_sum(const float* p) {
 
 struct Q8_0K {
   static constexpr int kElems = 32, kBytes = 34, kUnits = 1;
+  static constexpr bool kF16Scale = true;  // d, an f16 at the block's start
   using Header = float;  // d
   HWY_INLINE static Header Read(const uint8_t* p) { return f16_at(p); }
   template <class Row>
@@ -84,6 +103,7 @@ struct Q8_0K {
 // (the 8 is the unit's zero, taken off its sum: Row::unit<kZero>).
 struct Q4_0K {
   static constexpr int kElems = 32, kBytes = 18, kUnits = 1;
+  static constexpr bool kF16Scale = true;  // d, an f16 at the block's start
   using Header = float;  // d
   HWY_INLINE static Header Read(const uint8_t* p) { return f16_at(p); }
   template <class Row>
@@ -105,6 +125,7 @@ alignas(32) constexpr uint16_t kLaneBits[16] = {1u << 0, 1u << 1, 1u << 2, 1u <<
 
 struct Q5_0K {
   static constexpr int kElems = 32, kBytes = 22, kUnits = 1;
+  static constexpr bool kF16Scale = true;  // d, an f16 at the block's start
   using Header = float;  // d
   HWY_INLINE static Header Read(const uint8_t* p) { return f16_at(p); }
   template <class Row>
@@ -330,6 +351,17 @@ struct GgmlRow {
   HWY_INLINE void four_at(int64_t u0, Row& row) const {
     static_assert(8 % F::kUnits == 0 && (F::kUnits == 1 || K0 + 4 <= F::kUnits));
     if constexpr (F::kUnits == 1) {
+#ifdef KEEL_F16_SCALES4
+      if constexpr (requires { F::kF16Scale; } && requires(hn::Vec<DF4> v) { row.four_scales(v); }) {
+        // The four blocks' scales in one conversion; the units' own are then not read.
+        const uint8_t* first_block = p + (u0 + K0) * F::kBytes;
+        row.four_scales(f16_scales4<F::kBytes>(first_block));
+        [&]<int... K>(std::integer_sequence<int, K...>) KEEL_INLINE_LAMBDA {
+          (F::Unit(first_block + K * F::kBytes, 0.0f, (u0 + K0 + K) * F::kElems, 0, row), ...);
+        }(std::make_integer_sequence<int, 4>());
+        return;
+      }
+#endif
       [&]<int... K>(std::integer_sequence<int, K...>) KEEL_INLINE_LAMBDA {
         (F::Unit(p + (u0 + K0 + K) * F::kBytes, F::Read(p + (u0 + K0 + K) * F::kBytes), (u0 + K0 + K) * F::kElems, 0, row), ...);
       }(std::make_integer_sequence<int, 4>());
@@ -378,9 +410,6 @@ HWY_INLINE void RunUnits(const RowOf& one, Row& row) {
 // lane sums are reduced together (a transpose of adds) into one vector of four exact unit sums,
 // which takes the float work of the four units at once: partials u % 8 of four consecutive units
 // are four lanes of `low` (units 0-3 of eight) or `high` (4-7).
-using D4 = hn::CappedTag<int32_t, 4>;
-using DF4 = hn::Rebind<float, D4>;
-
 // The sums of the lanes of v[0], .., v[3], in the four lanes of one vector.
 template <class DV>  // D32 (a template, so that `if constexpr` drops the other lane count's branch)
 HWY_INLINE hn::Vec<D4> four_sums(DV d32, const hn::Vec<DV>* v) {
@@ -417,6 +446,10 @@ struct RowTokens {
   // constant in RunUnits's unrolled loop), made a vector by four_floats.
   float wscale[4] = {}, offset[4] = {};
   bool has_offsets = false;
+  // The pending units' weight scales as one vector, when the row's format gave them so
+  // (four_scales, from four_at): the next flush takes it in place of wscale.
+  hn::Vec<DF4> wscale4 = hn::Zero(DF4());
+  bool has_wscale4 = false;
   hn::Vec<DF4> low[kNT], high[kNT];
 
   RowTokens(const I16Activations& a, int64_t t0) {
@@ -458,6 +491,11 @@ struct RowTokens {
     wscale[k] = scale;
   }
 
+  HWY_INLINE void four_scales(hn::Vec<DF4> w) {
+    wscale4 = w;
+    has_wscale4 = true;
+  }
+
   // The c * sum(x) term of a unit of 32 (c = -dmin * m for Q4_K/Q5_K, an MLX group's bias).
   HWY_INLINE void offset_term(int64_t first, float c) {
     offset[pending_slot(first)] = c;
@@ -482,7 +520,8 @@ struct RowTokens {
           qsum_tail[t][k] = k < n ? xqsum[t][u0 + k] : 0;
         }
     }
-    const auto w = four_floats(wscale), c = four_floats(offset);
+    const auto w = has_wscale4 ? wscale4 : four_floats(wscale), c = four_floats(offset);
+    has_wscale4 = false;
     KEEL_UNROLL_TOKENS
     for (int t = 0; t < kNT; ++t) {
       const auto xs = n < 4 ? hn::Load(df, xs_tail[t]) : hn::LoadU(df, xscale[t] + u0);
