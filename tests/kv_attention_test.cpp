@@ -13,6 +13,7 @@
 #include "hwy/targets.h"
 #include "keel/kv/kv_attention.h"
 #include "keel/util/error.h"
+#include "guarded_bytes_support.h"
 
 using keel::KvFormat;
 using keel::ops::AttentionParams;
@@ -27,8 +28,8 @@ struct Segment {
   bool rotated;
   int64_t count;
   size_t stride;
-  std::vector<uint8_t> bytes;
-  std::vector<float> k, v;  // decoded, for the reference
+  keel::test::GuardedBytes bytes{0};  // ends at an unmapped page: the uninstrumented kernels' over-reads fault
+  std::vector<float> k, v;     // decoded, for the reference
 
   kv::KvSpan span(int64_t first, int64_t n) const {
     const uint8_t* base = bytes.data() + static_cast<size_t>(first) * stride;
@@ -38,8 +39,8 @@ struct Segment {
 
 Segment make_segment(std::mt19937& rng, KvFormat f, bool rotated, int64_t count, int64_t dim) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  Segment s{f, rotated, count, 2 * kv::row_bytes(f, dim) + 8, {}, {}, {}};  // 8 bytes of padding per row
-  s.bytes.assign(s.stride * static_cast<size_t>(count), 0);
+  Segment s{f, rotated, count, 2 * kv::row_bytes(f, dim) + 8, keel::test::GuardedBytes{0}, {}, {}};  // 8 bytes of padding per row
+  s.bytes = keel::test::GuardedBytes(s.stride * static_cast<size_t>(count));
   s.k.resize(static_cast<size_t>(count * dim));
   s.v.resize(static_cast<size_t>(count * dim));
   std::vector<float> k(static_cast<size_t>(dim)), v(static_cast<size_t>(dim));

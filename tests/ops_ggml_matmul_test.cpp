@@ -25,6 +25,7 @@
 #include "keel/ops/matmul.h"
 #include "keel/ops/simd_target.h"
 #include "keel/util/half.h"
+#include "guarded_bytes_support.h"
 #include "simd_target_support.h"
 #include "test_support.h"
 
@@ -102,10 +103,11 @@ const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightF
 
 // Random blocks with finite scales of the sizes real files hold (|d| about 1e-3 .. 3e-2 for the
 // 32-element formats, sub-block scales up to 63 or +-127 for the K formats, exponents 2^-9..2^3).
-std::vector<uint8_t> random_blocks(WeightFormat f, int64_t rows, int64_t cols, uint32_t seed) {
+// They end at an unmapped page, so a kernel reading past the last row faults.
+test::GuardedBytes random_blocks(WeightFormat f, int64_t rows, int64_t cols, uint32_t seed) {
   const GgmlBlock g = ggml_block_size(f);
   const int64_t blocks = rows * cols / g.elements;
-  std::vector<uint8_t> out(static_cast<size_t>(blocks * g.bytes));
+  test::GuardedBytes out(static_cast<size_t>(blocks * g.bytes));
   std::mt19937 rng(seed);
   for (auto& v : out) v = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> mag(1e-3f, 3e-2f), kmag(1e-4f, 2e-3f);
@@ -130,7 +132,7 @@ std::vector<uint8_t> random_blocks(WeightFormat f, int64_t rows, int64_t cols, u
   return out;
 }
 
-Matrix view(WeightFormat f, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+Matrix view(WeightFormat f, const test::GuardedBytes& bytes, int64_t rows, int64_t cols) {
   Matrix m;
   m.name = std::string("test.") + weight_format_name(f);
   m.format = f;

@@ -12,15 +12,17 @@
 #include "keel/ops/ggml_blocks.h"
 #include "keel/ops/matmul.h"
 #include "keel/util/half.h"
+#include "guarded_bytes_support.h"
 #include "simd_target_support.h"
 #include "test_support.h"
 
 namespace keel {
 namespace {
 
-// A matrix over owned bytes: random codes with small finite scales in every format used here.
+// A matrix over owned bytes (ending at an unmapped page): random codes with small finite scales in
+// every format used here.
 struct OwnedMatrix {
-  std::vector<uint8_t> bytes;
+  test::GuardedBytes bytes{0};
   Matrix m;
 };
 
@@ -34,7 +36,7 @@ OwnedMatrix random_matrix(WeightFormat f, int64_t rows, int64_t cols, uint32_t s
   std::uniform_real_distribution<float> small(-0.05f, 0.05f);
   if (f == WeightFormat::F32 || f == WeightFormat::BF16) {
     const size_t count = static_cast<size_t>(rows * cols);
-    o.bytes.resize(count * (f == WeightFormat::F32 ? 4 : 2));
+    o.bytes = test::GuardedBytes(count * (f == WeightFormat::F32 ? 4 : 2));
     for (size_t i = 0; i < count; ++i) {
       const float v = small(rng);
       if (f == WeightFormat::F32) std::memcpy(o.bytes.data() + 4 * i, &v, 4);
@@ -45,7 +47,7 @@ OwnedMatrix random_matrix(WeightFormat f, int64_t rows, int64_t cols, uint32_t s
     }
   } else {
     const GgmlBlock g = ggml_block_size(f);
-    o.bytes.resize(static_cast<size_t>(rows * cols / g.elements * g.bytes));
+    o.bytes = test::GuardedBytes(static_cast<size_t>(rows * cols / g.elements * g.bytes));
     for (auto& b : o.bytes) b = static_cast<uint8_t>(rng());
     // Every f16 scale small and finite: the block's d (and Q4_K's dmin), at the format's place.
     const size_t scale_at = f == WeightFormat::Q6_K ? 208 : 0;

@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "keel/ops/matmul.h"
 #include "keel/ops/mlx_bf16_x86.h"
 #include "keel/util/half.h"
+#include "guarded_bytes_support.h"
 #include "simd_target_support.h"
 #include "test_support.h"
 
@@ -22,7 +24,7 @@ namespace {
 using namespace keel;
 
 struct MlxMatrix {
-  std::vector<uint32_t> words;
+  test::GuardedBytes words{0};  // the codes, ending at an unmapped page
   Matrix m;
 };
 
@@ -31,14 +33,18 @@ struct MlxMatrix {
 MlxMatrix random_mlx(int bits, int group, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   MlxMatrix out;
-  out.words.resize(static_cast<size_t>(rows * cols * bits / 32));
-  for (auto& w : out.words) w = static_cast<uint32_t>(rng());
+  const size_t n_words = static_cast<size_t>(rows * cols * bits / 32);
+  out.words = test::GuardedBytes(n_words * 4);
+  for (size_t i = 0; i < n_words; ++i) {
+    const auto w = static_cast<uint32_t>(rng());
+    std::memcpy(out.words.data() + 4 * i, &w, 4);
+  }
   Matrix& m = out.m;
   m.format = bits == 4 ? WeightFormat::MLX4 : WeightFormat::MLX8;
   m.rows = rows;
   m.cols = cols;
   m.group_size = group;
-  m.data = reinterpret_cast<const uint8_t*>(out.words.data());
+  m.data = out.words.data();
   std::uniform_real_distribution<float> lo(-0.2f, 0.0f), range(0.01f, 0.4f);
   const int levels = (1 << bits) - 1;
   for (int64_t g = 0; g < rows * cols / group; ++g) {

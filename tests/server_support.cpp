@@ -232,7 +232,7 @@ RawResponse raw_request(int port, const std::string& request) {
   return out;
 }
 
-std::string read_then_hang_up(int port, const std::string& path, const std::string& body, size_t bytes) {
+std::string read_then_hang_up(int port, const std::string& path, const std::string& body, size_t bytes, bool reset) {
   const int fd = connect_loopback(port);
   const std::string head = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
@@ -244,6 +244,10 @@ std::string read_then_hang_up(int port, const std::string& path, const std::stri
     const ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
     got.append(buf, static_cast<size_t>(n));
+  }
+  if (reset) {
+    const linger abort_on_close{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
   }
   close(fd);
   return got;

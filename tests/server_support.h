@@ -91,8 +91,11 @@ int connect_loopback(int port);
 void send_all(int fd, const std::string& data);
 
 // Sends a POST over a plain socket, reads at least `bytes` bytes of the answer, then closes the
-// connection mid-response, as a client that goes away does. Returns what it read.
-std::string read_then_hang_up(int port, const std::string& path, const std::string& body, size_t bytes);
+// connection mid-response, as a client that goes away does. Returns what it read. `reset` closes
+// with a reset (RST), as a client's close does when answer bytes it never read are waiting; a
+// clean close (FIN) of a streamed answer is seen only when the server next writes to it.
+std::string read_then_hang_up(int port, const std::string& path, const std::string& body, size_t bytes,
+                              bool reset = false);
 
 // Checks an Anthropic SSE stream event by event against the Messages streaming grammar and
 // rebuilds the message it describes ({"content": [...], "stop_reason", "usage", ...}). Throws
