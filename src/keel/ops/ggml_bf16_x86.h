@@ -5,8 +5,8 @@
 //   dot(x, d*sc*q - dmin*m) = d*sc * dot(x, q) - dmin*m * sum(x),
 // so VDPBF16PS multiplies the raw integer codes (exact in bf16) by the activations rounded to bf16,
 // as the bf16 path rounds them; the weights are never rounded and activations are never quantized.
-// Rows are read in superblocks (one block of 256 for the K formats; 2 Q8_0 or 4 Q4_0/Q5_0/MXFP4
-// blocks of 32) widened into vectors of 32 bf16 codes, arranged so that float lane i of every
+// Rows are read in superblocks (one block of 256 for the K formats; 4 Q8_0/Q4_0/Q5_0/MXFP4 blocks
+// of 32) widened into vectors of 32 bf16 codes, arranged so that float lane i of every
 // vector of a superblock covers one scale's elements: the products of a superblock are summed per
 // lane and scaled once. The activations are permuted into the same order once per call.
 // One token widens the codes in registers (each byte is read once); several widen a task's rows
