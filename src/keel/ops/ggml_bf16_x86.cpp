@@ -23,6 +23,7 @@ namespace keel::ops {
 namespace {
 
 #define KEEL_GGML_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,f16c")))
+#define KEEL_GGML_TARGET_LAMBDA KEEL_GGML_TARGET __attribute__((always_inline))
 
 // How every format is run. A superblock (kBlocks ggml blocks, kElems elements) is widened into V
 // vectors of 32 bf16 codes, one vector of 16 per-lane scales and, for the K formats with mins, one
@@ -404,53 +405,57 @@ KEEL_GGML_TARGET void panel_tile(const uint8_t* const* rows, int64_t supers, con
     for (int u = 0; u < NT; ++u) y[u * y_stride + r] = _mm512_reduce_add_ps(acc[r][u]);
 }
 
-// The hot 4x4 tile: its 16 partial sums in named variables (GCC keeps an array of vectors in
-// memory across iterations); the 16 running sums, touched once a superblock, may live in memory.
+// The hot tile, 4 rows by 3 tokens, in named variables (GCC keeps an array of vectors in memory
+// across iterations): 12 partial sums, 12 running sums, 3 activation vectors and a weight vector
+// fit AVX-512's 32 registers. A 4x4 tile (16 + 16 + 4 + 1) kept its running sums in memory, a load
+// and a store each per superblock beside the scale's FMA: 4x3 prefills Q4_0 8% faster on Zen 4.
 template <class F>
-KEEL_GGML_TARGET void panel_tile44(const uint8_t* const* rows, int64_t supers, const GgmlBf16Activations& a, int64_t t,
+KEEL_GGML_TARGET void panel_tile43(const uint8_t* const* rows, int64_t supers, const GgmlBf16Activations& a, int64_t t,
                                    float* y, int64_t y_stride) {
-  __m512 acc[4][4];
-  for (auto& ra : acc)
-    for (auto& v : ra) v = _mm512_setzero_ps();
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 a00 = zero, a01 = zero, a02 = zero, a10 = zero, a11 = zero, a12 = zero;
+  __m512 a20 = zero, a21 = zero, a22 = zero, a30 = zero, a31 = zero, a32 = zero;
   const uint16_t* x0 = a.x.data() + t * a.x_stride;
-  const uint16_t *x1 = x0 + a.x_stride, *x2 = x1 + a.x_stride, *x3 = x2 + a.x_stride;
+  const uint16_t *x1 = x0 + a.x_stride, *x2 = x1 + a.x_stride;
+  const float* s0 = a.lane_sums.data() + t * a.sums_stride;
+  const float *s1 = s0 + a.sums_stride, *s2 = s1 + a.sums_stride;
   for (int64_t s = 0; s < supers; ++s) {
     const int64_t so = s * kPanelSuperBytes<F>;
     const uint8_t *w0 = rows[0] + so, *w1 = rows[1] + so, *w2 = rows[2] + so, *w3 = rows[3] + so;
-    __m512 g00 = _mm512_setzero_ps(), g01 = g00, g02 = g00, g03 = g00, g10 = g00, g11 = g00, g12 = g00;
-    __m512 g13 = g00, g20 = g00, g21 = g00, g22 = g00, g23 = g00, g30 = g00, g31 = g00, g32 = g00, g33 = g00;
+    __m512 g00 = zero, g01 = zero, g02 = zero, g10 = zero, g11 = zero, g12 = zero;
+    __m512 g20 = zero, g21 = zero, g22 = zero, g30 = zero, g31 = zero, g32 = zero;
     for (int v = 0; v < F::V; ++v) {
       const int64_t off = (s * F::V + v) * 32;
-      const __m512i v0 = _mm512_loadu_si512(x0 + off), v1 = _mm512_loadu_si512(x1 + off);
-      const __m512i v2 = _mm512_loadu_si512(x2 + off), v3 = _mm512_loadu_si512(x3 + off);
+      const __m512i v0 = _mm512_loadu_si512(x0 + off), v1 = _mm512_loadu_si512(x1 + off), v2 = _mm512_loadu_si512(x2 + off);
       __m512i wv = _mm512_loadu_si512(w0 + v * 64);
-      g00 = dp(g00, wv, v0), g01 = dp(g01, wv, v1), g02 = dp(g02, wv, v2), g03 = dp(g03, wv, v3);
+      g00 = dp(g00, wv, v0), g01 = dp(g01, wv, v1), g02 = dp(g02, wv, v2);
       wv = _mm512_loadu_si512(w1 + v * 64);
-      g10 = dp(g10, wv, v0), g11 = dp(g11, wv, v1), g12 = dp(g12, wv, v2), g13 = dp(g13, wv, v3);
+      g10 = dp(g10, wv, v0), g11 = dp(g11, wv, v1), g12 = dp(g12, wv, v2);
       wv = _mm512_loadu_si512(w2 + v * 64);
-      g20 = dp(g20, wv, v0), g21 = dp(g21, wv, v1), g22 = dp(g22, wv, v2), g23 = dp(g23, wv, v3);
+      g20 = dp(g20, wv, v0), g21 = dp(g21, wv, v1), g22 = dp(g22, wv, v2);
       wv = _mm512_loadu_si512(w3 + v * 64);
-      g30 = dp(g30, wv, v0), g31 = dp(g31, wv, v1), g32 = dp(g32, wv, v2), g33 = dp(g33, wv, v3);
+      g30 = dp(g30, wv, v0), g31 = dp(g31, wv, v1), g32 = dp(g32, wv, v2);
     }
-    const __m512 g[4][4] = {{g00, g01, g02, g03}, {g10, g11, g12, g13}, {g20, g21, g22, g23}, {g30, g31, g32, g33}};
-    const uint8_t* w[4] = {w0, w1, w2, w3};
-    for (int r = 0; r < 4; ++r) {
-      const __m512 scale = _mm512_loadu_ps(w[r] + F::V * 64);
-      for (int u = 0; u < 4; ++u) acc[r][u] = _mm512_fmadd_ps(scale, g[r][u], acc[r][u]);
+    // Row r's running sums take its scale (and mins), in the order of rows_one_token.
+    auto scale_row = [&](const uint8_t* w, __m512 g0, __m512 g1, __m512 g2, __m512& r0, __m512& r1, __m512& r2)
+                         KEEL_GGML_TARGET_LAMBDA {
+      const __m512 scale = _mm512_loadu_ps(w + F::V * 64);
+      r0 = _mm512_fmadd_ps(scale, g0, r0), r1 = _mm512_fmadd_ps(scale, g1, r1), r2 = _mm512_fmadd_ps(scale, g2, r2);
       if constexpr (F::kMins) {
-        const __m512 mins = _mm512_loadu_ps(w[r] + F::V * 64 + 64);
-        for (int u = 0; u < 4; ++u)
-          acc[r][u] = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(a.lane_sums.data() + (t + u) * a.sums_stride + s * 16),
-                                       acc[r][u]);
+        const __m512 mins = _mm512_loadu_ps(w + F::V * 64 + 64);
+        r0 = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(s0 + s * 16), r0);
+        r1 = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(s1 + s * 16), r1);
+        r2 = _mm512_fnmadd_ps(mins, _mm512_loadu_ps(s2 + s * 16), r2);
       }
-    }
+    };
+    scale_row(w0, g00, g01, g02, a00, a01, a02);
+    scale_row(w1, g10, g11, g12, a10, a11, a12);
+    scale_row(w2, g20, g21, g22, a20, a21, a22);
+    scale_row(w3, g30, g31, g32, a30, a31, a32);
   }
-  // The 16 reductions at once, bit for bit _mm512_reduce_add_ps of each (avx512_reduce.h): at 896
-  // columns one-by-one reductions were a third of the tile's instructions.
-  const __m512 sums = avx512::reduce16(acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1], acc[1][2],
-                                       acc[1][3], acc[2][0], acc[2][1], acc[2][2], acc[2][3], acc[3][0], acc[3][1],
-                                       acc[3][2], acc[3][3]);
-  for (int u = 0; u < 4; ++u) _mm_storeu_ps(y + u * y_stride, avx512::quarter(sums, u));
+  // reduce16 (bit for bit _mm512_reduce_add_ps of each) with a fourth token of zeros.
+  const __m512 sums = avx512::reduce16(a00, a01, a02, zero, a10, a11, a12, zero, a20, a21, a22, zero, a30, a31, a32, zero);
+  for (int u = 0; u < 3; ++u) _mm_storeu_ps(y + u * y_stride, avx512::quarter(sums, u));
 }
 
 // Several tokens: widen the task's rows once into a panel, then walk token blocks outermost so a
@@ -479,15 +484,15 @@ KEEL_GGML_TARGET void rows_many_tokens(const GgmlRows& w, const GgmlBf16Activati
   };
   int64_t t = 0;
   const uint8_t* p[4];
-  for (; t + 4 <= n_tokens; t += 4) {
+  for (; t + 3 <= n_tokens; t += 3) {
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
       rows_at(r, 4, p);
-      panel_tile44<F>(p, supers, a, t, y + t * y_stride + (r - r0), y_stride);
+      panel_tile43<F>(p, supers, a, t, y + t * y_stride + (r - r0), y_stride);
     }
     for (; r < r1; ++r) {
       rows_at(r, 1, p);
-      panel_tile<F, 1, 4>(p, supers, a, t, y + t * y_stride + (r - r0), y_stride);
+      panel_tile<F, 1, 3>(p, supers, a, t, y + t * y_stride + (r - r0), y_stride);
     }
   }
   for (; t < n_tokens; ++t) {
