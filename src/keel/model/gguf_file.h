@@ -94,6 +94,9 @@ class File {
   const Header& header() const { return header_; }
   const std::filesystem::path& path() const { return file_.path(); }
   std::span<const uint8_t> data(const Tensor& t) const;
+  // Bytes of this file's tensors that were copied elsewhere and will not be read here again
+  // (MappedFile::release; bytes of other files are ignored).
+  void release(std::span<const uint8_t> bytes) const { file_.release(bytes); }
 
   // Metadata accessors; each throws keel::Error naming the file and key when the value is
   // missing (require_*) or of the wrong type.

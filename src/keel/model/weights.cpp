@@ -80,14 +80,26 @@ size_t Matrix::stored_bytes() const {
 
 namespace {
 
-// The layer's matrices every token reads (all but the routed experts).
-std::array<const Matrix*, 15> every_token_matrices(const LayerWeights& l) {
-  const ExpertWeights& x = l.shared_expert;
-  return {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router, &x.gate, &x.up, &x.down,
-          &l.shared_expert_gate, &l.linear.in_qkvz, &l.linear.in_ba, &l.linear.out};
+// The layer's matrices every token reads (all but the routed experts); Layer is LayerWeights or
+// const LayerWeights.
+template <class Layer>
+auto every_token_matrices(Layer& l) {
+  auto& x = l.shared_expert;
+  return std::array{&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down, &l.router, &x.gate, &x.up, &x.down,
+                    &l.shared_expert_gate, &l.linear.in_qkvz, &l.linear.in_ba, &l.linear.out};
 }
 
 }  // namespace
+
+void for_each_matrix(ModelWeights& w, const std::function<void(Matrix&)>& f) {
+  f(w.embed);
+  f(w.lm_head);
+  for (LayerWeights& l : w.layers) {
+    for (Matrix* m : every_token_matrices(l)) f(*m);
+    for (ExpertWeights& e : l.experts)
+      for (Matrix* m : {&e.gate, &e.up, &e.gate_up, &e.down}) f(*m);
+  }
+}
 
 std::string ModelWeights::formats_text() const {
   std::map<WeightFormat, size_t> bytes;

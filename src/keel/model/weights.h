@@ -1,7 +1,9 @@
 #pragma once
-// A model's weights, used in place from the memory-mapped safetensors files. Large matrices are
-// never converted: kernels read F32/F16/BF16 elements, MLX packed integers or MXFP4 blocks directly. Only small
-// per-channel vectors (norms, biases) and MLX scales/biases are widened to float at load.
+// A model's weights, used in place from the memory-mapped safetensors or GGUF files. Large matrices
+// are never converted: kernels read F32/F16/BF16 elements, MLX packed integers or ggml blocks
+// directly (Q4_0 rows may be reordered at load into memory the matrix owns, the same bytes:
+// Matrix::interleaved). Only small per-channel vectors (norms, biases) and MLX scales/biases are
+// widened to float at load.
 //
 // Which tensors a layer has follows its LayerSpec (bias flags, q/k norms, sandwich norms), never
 // which tensors the files happen to hold: a tensor the spec needs and the files lack, or one the
@@ -12,6 +14,7 @@
 // Loaded once, then read-only: safe to read from any thread. Move-only (matrices may own their bytes).
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -63,7 +66,10 @@ struct Matrix {
   // codes a byte, low nibble first; each block of 32 is scaled by 2^(e - 127) for its e8m0
   // exponent e here ([rows][cols / 32], in the mapping).
   const uint8_t* block_exponents = nullptr;
-  std::vector<uint8_t> realigned;  // owns `data` when the file's bytes were misaligned
+  std::vector<uint8_t> realigned;  // owns `data` when the file's bytes were misaligned, or interleaved
+  // ggml blocks only: rows in groups of 8, blocks side by side (ops/interleaved_rows.h), as
+  // ops::interleave_for_kernels makes them at load where the int16 kernels read them faster.
+  bool interleaved = false;
 
   int bits() const { return format == WeightFormat::MLX4 ? 4 : format == WeightFormat::MLX8 ? 8 : 0; }
   size_t row_bytes() const;
@@ -195,6 +201,10 @@ struct ModelWeights {
   // output head; model/active_bytes.h is the rule).
   DecodeWeightBytes decode_bytes() const;
 };
+
+// f(m) for every weight matrix of the model (the embedding, the head, every layer's and every
+// expert's), for passes over them all at load.
+void for_each_matrix(ModelWeights& w, const std::function<void(Matrix&)>& f);
 
 struct FamilyLoading;  // model/tensor_walk.h
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "keel/ops/simd_target.h"
+#include "keel/util/error.h"
 #include "keel/util/half.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -581,6 +582,7 @@ void prepare_ggml_bf16_activations(const GgmlRows& w, const float* x, int64_t t0
 
 void gemm_ggml_bf16(const GgmlRows& w, const GgmlBf16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1,
                     float* y, int64_t y_stride) {
+  if (w.interleaved) throw InternalError("gemm_ggml_bf16 reads rows as the file stores them, not interleaved");
   with_format(w.format, [&](auto fmt) {
     using F = decltype(fmt);
     if (n_tokens == 1) rows_one_token<F>(w, a, r0, r1, y);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "keel/ops/interleaved_rows.h"
 #include "keel/ops/simd_kernels.h"
 #include "keel/util/error.h"
 #include "keel/util/half.h"
@@ -117,12 +118,19 @@ void decode_ggml_blocks(WeightFormat f, const uint8_t* blocks, int64_t cols, flo
   }
 }
 
+void decode_ggml_row(const GgmlRows& w, int64_t r, float* out) {
+  if (!w.interleaved) return decode_ggml_blocks(w.format, w.data + r * w.row_bytes, w.cols, out);
+  thread_local std::vector<uint8_t> row;
+  row.resize(static_cast<size_t>(w.row_bytes));
+  deinterleave_ggml_row(w.format, w.data, w.cols, r, row.data());
+  decode_ggml_blocks(w.format, row.data(), w.cols, out);
+}
+
 void gemm_ggml_f32(const GgmlRows& w, const float* x, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
                    int64_t y_stride) {
   thread_local std::vector<float> rows;
   rows.resize(static_cast<size_t>((r1 - r0) * w.cols));
-  for (int64_t r = r0; r < r1; ++r)
-    decode_ggml_blocks(w.format, w.data + r * w.row_bytes, w.cols, rows.data() + (r - r0) * w.cols);
+  for (int64_t r = r0; r < r1; ++r) decode_ggml_row(w, r, rows.data() + (r - r0) * w.cols);
   if (n_tokens == 1) {
     gemv_f32(rows.data(), w.cols, x, 0, r1 - r0, y);
     return;

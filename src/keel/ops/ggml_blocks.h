@@ -20,20 +20,24 @@
 
 namespace keel::ops {
 
-// The rows of a matrix in a ggml block format: row r's blocks start at data + r * row_bytes.
+// The rows of a matrix in a ggml block format: row r's blocks start at data + r * row_bytes, or,
+// interleaved, rows in groups of 8 from data + (r - r % 8) * row_bytes (interleaved_rows.h).
 struct GgmlRows {
   WeightFormat format;
   const uint8_t* data;
   int64_t cols;       // a multiple of the format's block elements
   int64_t row_bytes;  // (cols / block elements) * block bytes
+  bool interleaved = false;
 };
 
 inline GgmlRows ggml_rows(const Matrix& w) {
-  return {w.format, w.data, w.cols, static_cast<int64_t>(w.row_bytes())};
+  return {w.format, w.data, w.cols, static_cast<int64_t>(w.row_bytes()), w.interleaved};
 }
 
 // out[0 .. cols) = the values of the `cols / block elements` blocks at `blocks` (one row).
 void decode_ggml_blocks(WeightFormat f, const uint8_t* blocks, int64_t cols, float* out);
+// out[0 .. cols) = the values of row r, interleaved or not.
+void decode_ggml_row(const GgmlRows& w, int64_t r, float* out);
 
 // The portable product: y[t * y_stride + (r - r0)] = dot(row r, x[t]) for r in [r0, r1) (a matmul
 // task's rows; the scratch holds them all), t < n_tokens, x f32 ([n_tokens][cols]). The rows are widened to their

@@ -9,9 +9,11 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "keel/ops/int16_dot.h"
+#include "keel/ops/interleaved_rows.h"
 #include "keel/ops/prefetch.h"
 #include "keel/util/error.h"
 
@@ -378,6 +380,39 @@ struct GgmlRow {
   }
 };
 
+// A row of interleaved rows (interleaved_rows.h), block by block as the file stored it: the path
+// of the targets without row groups (each block copied back together, then as GgmlRow), so that
+// interleaved weights run, with the same bits, on every target.
+template <class F>
+struct InterleavedGgmlRow {
+  static_assert(F::kUnits == 1);
+  const GgmlRows* w;
+  const uint8_t* group;
+  int64_t lane, blocks;
+
+  InterleavedGgmlRow(const GgmlRows& rows, int64_t r)
+      : w(&rows), group(rows.data + (r - r % kInterleavedRows) * rows.row_bytes), lane(r % kInterleavedRows),
+        blocks(rows.cols / F::kElems) {}
+
+  void prefetch() const {
+    if (lane == 0) prefetch_ahead(group, kInterleavedRows * blocks * F::kBytes);
+  }
+
+  int64_t units() const { return blocks; }
+
+  template <class Row>
+  HWY_INLINE void unit(int64_t u, Row& row) const {
+    uint8_t block[F::kBytes];
+    deinterleave_ggml_block(w->format, group, u, lane, block);
+    F::Unit(block, F::Read(block), u * F::kElems, 0, row);
+  }
+
+  template <int K0, class Row>
+  HWY_INLINE void four_at(int64_t u0, Row& row) const {
+    for (int k = 0; k < 4; ++k) unit(u0 + K0 + k, row);
+  }
+};
+
 // Every unit of a row, in order, into `row`, which is told after each four units (or fewer, at the
 // row's end) to take them: row.flush(first unit, count). Units go four at a time from a multiple
 // of eight (four_at<0 or 4>), so that a unit's place within its block and among the partials is a
@@ -642,6 +677,15 @@ struct RowGroup {
   float* offsets;
 };
 
+// A group's outputs for one token from its partials ([kPartials][kGroupRows]): the fixed tree of
+// partials_sum, one lane per row.
+HWY_INLINE void StoreGroupOutputs(const float* p, float* y) {
+  const DF df;
+  hn::Vec<DF> q[4];
+  for (int i = 0; i < 4; ++i) q[i] = hn::Add(hn::LoadU(df, p + i * kGroupRows), hn::LoadU(df, p + (i + 4) * kGroupRows));
+  hn::StoreU(hn::Add(hn::Add(q[0], q[2]), hn::Add(q[1], q[3])), df, y);
+}
+
 // kTileTokens tokens from t0 against kG groups (1 or 2) side by side: each broadcast of a token's
 // activation pair serves every group, so two groups take fewer instructions per product than one.
 // out [kG][kTileTokens][kGroupRows]. The partials live in `partials` ([kG][kTileTokens][kPartials]
@@ -692,12 +736,8 @@ HWY_INLINE void GroupTile(const RowGroup* g, bool has_offsets, const I16Activati
     }
   }
   for (int k = 0; k < kG; ++k)
-    for (int t = 0; t < kTileTokens; ++t) {
-      const float* p = partials + k * kGroupPartials + t * kPartials * kGroupRows;
-      hn::Vec<DF> q[4];
-      for (int i = 0; i < 4; ++i) q[i] = hn::Add(hn::LoadU(df, p + i * kGroupRows), hn::LoadU(df, p + (i + 4) * kGroupRows));
-      hn::StoreU(hn::Add(hn::Add(q[0], q[2]), hn::Add(q[1], q[3])), df, out + (k * kTileTokens + t) * kGroupRows);
-    }
+    for (int t = 0; t < kTileTokens; ++t)
+      StoreGroupOutputs(partials + k * kGroupPartials + t * kPartials * kGroupRows, out + (k * kTileTokens + t) * kGroupRows);
 }
 
 // A group's rows, decoded row by row (rows [kGroupRows][cols] int16: a pair of codes per int32),
@@ -736,6 +776,108 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #endif
 }
 
+// ---- Interleaved Q4_0 rows (interleaved_rows.h), on the targets with 8-row groups (AVX2 and up):
+// a group of 8 rows is read as the file's codes, in place. A block column is 8 f16 scales and 8
+// loads of 16 bytes, each widened to a pair of codes (low nibbles) and another (high nibbles) of
+// all 8 rows: for prefill, the RowGroup of the tiles, with no row decoded and no transpose; for
+// decode, multiplied (VPMADDWD) with a broadcast of the token's activation pair, then one vector
+// of float work per token for the 8 rows, where the row path spent a horizontal sum and the float
+// work on each row's each unit.
+// Each (row, token) gets the exact unit sums and the float operations of RowTokens (decode: the
+// code offset 8 taken off the unit's sum as 8 times the activations' sum), in its order: the same
+// bits.
+#undef KEEL_INTERLEAVED_GROUPS
+#define KEEL_INTERLEAVED_GROUPS (KEEL_GROUP_TILES && HWY_TARGET <= HWY_AVX2)
+#if KEEL_INTERLEAVED_GROUPS
+constexpr int64_t kQ4_0ColumnBytes = kInterleavedRows * 18;  // 8 f16 scales, then 8 x 16 code bytes
+
+HWY_INLINE hn::Vec<DF> q4_0_column_scales(const uint8_t* column) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(column)));
+}
+
+// The codes of chunk c of a column: elements 2c, 2c + 1 (low) and 2c + 16, 2c + 17 (high) of each
+// row, a row's pair in each int32 lane, not yet offset by 8.
+HWY_INLINE void q4_0_chunk(const uint8_t* column, int c, V16& low, V16& high) {
+  const V16 b = bytes_u(column + 2 * kInterleavedRows + 16 * c);
+  low = hn::And(b, hn::Set(D16(), 15));
+  high = hn::ShiftRight<4>(b);
+}
+
+// A group's RowGroup for the tiles, straight from its columns.
+HWY_INLINE void Q4_0GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g) {
+  const D16 d16;
+  const DF df;
+  const auto eight = hn::Set(d16, 8);
+  for (int64_t u = 0; u < units; ++u) {
+    const uint8_t* column = group + u * kQ4_0ColumnBytes;
+    for (int64_t line = 0; line < 3; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
+    hn::StoreU(q4_0_column_scales(column), df, g.scales + u * kGroupRows);
+    hn::StoreU(hn::Zero(df), df, g.offsets + u * kGroupRows);
+    auto* codes = reinterpret_cast<int16_t*>(g.codes + u * 16 * kGroupRows);  // [pair][8 rows][2]
+    for (int c = 0; c < 8; ++c) {
+      V16 low, high;
+      q4_0_chunk(column, c, low, high);
+      hn::StoreU(hn::Sub(low, eight), d16, codes + c * 2 * kGroupRows);
+      hn::StoreU(hn::Sub(high, eight), d16, codes + (c + 8) * 2 * kGroupRows);
+    }
+  }
+}
+
+// kNT tokens from t0 against one group: y [kNT][8] (y_stride apart). One group at a time: two
+// groups' columns read side by side, as the tiles do, streamed from memory at half the speed on
+// Zen 4 (two streams 4 KiB apart, for a 896-column matrix).
+template <int kNT>
+HWY_INLINE void Q4_0ColumnTile(const uint8_t* group, const I16Activations& a, int64_t t0, bool prefetch, float* y,
+                               int64_t y_stride) {
+  const D32 d32;
+  const D16 d16;
+  const DF df;
+  const int64_t units = a.cols / 32;
+  alignas(64) float partials[kNT * kPartials * kGroupRows] = {};
+  const int16_t* xq[kNT];
+  for (int t = 0; t < kNT; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
+  for (int64_t u = 0; u < units; ++u) {
+    const uint8_t* column = group + u * kQ4_0ColumnBytes;
+    if (prefetch)  // 144 bytes a column: a line ahead at each 64 leaves none out
+      for (int64_t line = 0; line < 3; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
+    hn::Vec<D32> dot[kNT], unused[kNT];
+    for (int t = 0; t < kNT; ++t) dot[t] = unused[t] = hn::Zero(d32);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      V16 low, high;
+      q4_0_chunk(column, c, low, high);
+      KEEL_UNROLL_TOKENS
+      for (int t = 0; t < kNT; ++t) {
+        int32_t xl, xh;
+        std::memcpy(&xl, xq[t] + 32 * u + 2 * c, 4);
+        std::memcpy(&xh, xq[t] + 32 * u + 16 + 2 * c, 4);
+        dot[t] = hn::ReorderWidenMulAccumulate(d32, low, hn::BitCast(d16, hn::Set(d32, xl)), dot[t], unused[t]);
+        dot[t] = hn::ReorderWidenMulAccumulate(d32, high, hn::BitCast(d16, hn::Set(d32, xh)), dot[t], unused[t]);
+      }
+    }
+    const auto scale = q4_0_column_scales(column);
+    KEEL_UNROLL_TOKENS
+    for (int t = 0; t < kNT; ++t) {
+      const size_t at = static_cast<size_t>((t0 + t) * units + u);
+      const auto sum = hn::Sub(hn::Add(dot[t], unused[t]), hn::Set(d32, 8 * a.qsum[at]));
+      float* partial = partials + (t * kPartials + u % kPartials) * kGroupRows;
+      const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
+      hn::StoreU(hn::Add(hn::LoadU(df, partial), product), df, partial);
+    }
+  }
+  for (int t = 0; t < kNT; ++t) StoreGroupOutputs(partials + t * kPartials * kGroupRows, y + t * y_stride);
+}
+
+// kNT tokens from t0 against the groups of rows [r0, r1), whole groups.
+template <int kNT>
+void Q4_0ColumnTokens(const GgmlRows& w, const I16Activations& a, int64_t t0, int64_t r0, int64_t r1, float* y,
+                      int64_t y_stride) {
+  for (int64_t g = r0; g < r1; g += kGroupRows)
+    Q4_0ColumnTile<kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
+}
+#endif  // KEEL_INTERLEAVED_GROUPS
+
 // The tiles' share of Products: every whole tile of tokens; returns the tokens it ran (0 when
 // there are too few).
 template <class RowOf, class Rows>
@@ -760,19 +902,26 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
   std::fill(last.scales, last.scales + kGroupRows * units, 0.0f);
   std::fill(last.offsets, last.offsets + kGroupRows * units, 0.0f);
   bool has_offsets = false;
-  for (int64_t r = 0; r < rows; ++r) {
-    const RowOf one(w, r0 + r);
-    one.prefetch();
-    const int64_t lane = r % kGroupRows;
-    DecodedRow row{row_codes.data() + lane * cols, row_scale.data(), row_offset.data()};
-    RunUnits(one, row);
-    has_offsets = row.has_offsets;  // the same for every row
-    const RowGroup g = group(r / kGroupRows);
-    for (int64_t u = 0; u < units; ++u) g.scales[u * kGroupRows + lane] = row_scale[static_cast<size_t>(u)];
-    for (int64_t u = 0; u < units; ++u) g.offsets[u * kGroupRows + lane] = row_offset[static_cast<size_t>(u)];
-    if (lane == kGroupRows - 1 || r == rows - 1) {
-      std::fill(row_codes.begin() + (lane + 1) * cols, row_codes.end(), int16_t{0});  // rows past the last
-      InterleaveGroup(row_codes.data(), cols, g.codes);
+#if KEEL_INTERLEAVED_GROUPS
+  if constexpr (std::is_same_v<RowOf, InterleavedGgmlRow<Q4_0K>>) {  // whole groups (Gemm)
+    for (int64_t gi = 0; gi < groups; ++gi) Q4_0GroupFromColumns(w.data + (r0 + gi * kGroupRows) * w.row_bytes, units, group(gi));
+  } else
+#endif
+  {
+    for (int64_t r = 0; r < rows; ++r) {
+      const RowOf one(w, r0 + r);
+      one.prefetch();
+      const int64_t lane = r % kGroupRows;
+      DecodedRow row{row_codes.data() + lane * cols, row_scale.data(), row_offset.data()};
+      RunUnits(one, row);
+      has_offsets = row.has_offsets;  // the same for every row
+      const RowGroup g = group(r / kGroupRows);
+      for (int64_t u = 0; u < units; ++u) g.scales[u * kGroupRows + lane] = row_scale[static_cast<size_t>(u)];
+      for (int64_t u = 0; u < units; ++u) g.offsets[u * kGroupRows + lane] = row_offset[static_cast<size_t>(u)];
+      if (lane == kGroupRows - 1 || r == rows - 1) {
+        std::fill(row_codes.begin() + (lane + 1) * cols, row_codes.end(), int16_t{0});  // rows past the last
+        InterleaveGroup(row_codes.data(), cols, g.codes);
+      }
     }
   }
   alignas(64) float partials[2 * kTileTokens * kPartials * kGroupRows];
@@ -794,6 +943,7 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
   return end;
 }
 #endif  // KEEL_GROUP_TILES
+
 
 // Every row of [r0, r1) against the tokens no tile took: blocks of kTokenBlock tokens outermost,
 // so a block's activations (64 x 4864 x 2 bytes at most, in L2) serve every row of the task; in a
@@ -827,10 +977,45 @@ void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t 
   }
 }
 
+#if KEEL_INTERLEAVED_GROUPS
+// Interleaved Q4_0 rows [r0, r1), whole groups: the tiles from their columns for every whole tile
+// of tokens (prefill), the columns' own products for the rest (decode, a few tokens).
+void InterleavedQ4_0Products(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1,
+                             float* y, int64_t y_stride) {
+  int64_t t = TiledProducts<InterleavedGgmlRow<Q4_0K>>(w, a, n_tokens, r0, r1, y, y_stride);
+  for (; t + 4 <= n_tokens; t += 4) Q4_0ColumnTokens<4>(w, a, t, r0, r1, y, y_stride);
+  switch (n_tokens - t) {
+    case 3: Q4_0ColumnTokens<3>(w, a, t, r0, r1, y, y_stride); break;
+    case 2: Q4_0ColumnTokens<2>(w, a, t, r0, r1, y, y_stride); break;
+    case 1: Q4_0ColumnTokens<1>(w, a, t, r0, r1, y, y_stride); break;
+    default: break;
+  }
+}
+#endif
+
 template <class F>
 void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
           int64_t y_stride) {
-  Products<GgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
+  if (!w.interleaved) return Products<GgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
+  if constexpr (F::kUnits == 1) {
+#if KEEL_INTERLEAVED_GROUPS
+    if constexpr (std::is_same_v<F, Q4_0K>)
+      if (r0 % kInterleavedRows == 0 && r1 % kInterleavedRows == 0)
+        return InterleavedQ4_0Products(w, a, n_tokens, r0, r1, y, y_stride);
+#endif
+    return Products<InterleavedGgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
+  }
+  throw InternalError("interleaved rows of a format with sub-blocks");
+}
+
+// Whether this target reads interleaved rows of f in row groups (interleaved_rows.h).
+bool ReadsInterleavedRows(WeightFormat f) {
+#if KEEL_INTERLEAVED_GROUPS
+  return f == WeightFormat::Q4_0;
+#else
+  (void)f;
+  return false;
+#endif
 }
 
 void GemmMlxI16(const MlxRows& m, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
@@ -862,6 +1047,11 @@ namespace keel::ops {
 
 HWY_EXPORT(GemmGgmlI16);
 HWY_EXPORT(GemmMlxI16);
+HWY_EXPORT(ReadsInterleavedRows);
+
+bool i16_reads_interleaved_rows(WeightFormat f) {
+  return ggml_interleavable(f) && HWY_DYNAMIC_DISPATCH(ReadsInterleavedRows)(f);
+}
 
 int16_t i16_activation_limit(WeightFormat f) { return f == WeightFormat::Q6_K ? 16383 : 32767; }
 

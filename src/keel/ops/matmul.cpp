@@ -9,6 +9,7 @@
 #include "keel/ops/ggml_blocks.h"
 #include "keel/ops/ggml_bf16_x86.h"
 #include "keel/ops/int16_dot.h"
+#include "keel/ops/interleaved_rows.h"
 #include "keel/ops/mlx_bf16_x86.h"
 #include "keel/ops/mxfp4_bf16_x86.h"
 #include "keel/ops/simd_kernels.h"
@@ -49,7 +50,7 @@ Kernel kernel_for(const Matrix& w, int64_t n_tokens) {
   if (w.format == WeightFormat::BF16 && cpu_has_avx512_bf16()) return Kernel::Bf16Dp;
   if (w.format == WeightFormat::MXFP4 && mxfp4_bf16_supported()) return Kernel::Mxfp4Bf16;
   if (is_mlx(w) && mlx_bf16_supported(mlx_rows(w))) return Kernel::MlxBf16;
-  if (is_ggml_block_format(w.format) && ggml_bf16_supported(w.format)) return Kernel::GgmlBf16;
+  if (is_ggml_block_format(w.format) && !w.interleaved && ggml_bf16_supported(w.format)) return Kernel::GgmlBf16;
   if (is_mlx(w) ? mlx_i16_supported(mlx_rows(w)) : is_ggml_block_format(w.format) && ggml_i16_supported(w.format))
     return Kernel::I16;
   if (is_mlx(w)) return Kernel::Mlx;
@@ -186,6 +187,18 @@ void multiply(const Product& p, int64_t r0, int64_t r1) {
 
 }  // namespace
 
+bool interleave_for_kernels(Matrix& w) {
+  if (w.interleaved || w.rows == 0 || w.rows % kInterleavedRows != 0 || !is_ggml_block_format(w.format)) return false;
+  if (kernel_for(w, 1) != Kernel::I16 || !i16_reads_interleaved_rows(w.format)) return false;
+  const size_t group_bytes = kInterleavedRows * w.row_bytes(), bytes = group_bytes * static_cast<size_t>(w.rows / kInterleavedRows);
+  std::vector<uint8_t> groups(bytes);
+  for (size_t at = 0; at < bytes; at += group_bytes) interleave_ggml_group(w.format, w.data + at, w.cols, groups.data() + at);
+  w.realigned = std::move(groups);
+  w.data = w.realigned.data();
+  w.interleaved = true;
+  return true;
+}
+
 void decode_row(const Matrix& w, int64_t row, float* out) {
   const uint8_t* base = w.data + static_cast<size_t>(row) * w.row_bytes();
   switch (w.format) {
@@ -227,7 +240,7 @@ void decode_row(const Matrix& w, int64_t row, float* out) {
     case WeightFormat::Q5_K:
     case WeightFormat::Q6_K:
     case WeightFormat::MXFP4_GGUF:
-      decode_ggml_blocks(w.format, base, w.cols, out);
+      decode_ggml_row(ggml_rows(w), row, out);
       return;
     default: throw Error(w.name + ": no kernel for weight format " + weight_format_name(w.format));
   }

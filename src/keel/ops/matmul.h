@@ -29,6 +29,13 @@ struct MatmulJob {
 // spend a good part of the step starting and ending loops. No job's y may be another's x.
 void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool);
 
+// At load, on one thread: a matrix whose rows this CPU's kernels read faster interleaved
+// (ops/interleaved_rows.h: Q4_0 under the x86 int16 kernels, where no AVX512_BF16 kernel runs) is
+// repacked into memory it owns; returns whether it was (its old bytes are then the caller's to
+// release). Which matrices are depends on the CPU and KEEL_SIMD_TARGET; every product gives the
+// same bits either way.
+bool interleave_for_kernels(Matrix& w);
+
 // Writes row `row` of W as floats (embedding lookup).
 void decode_row(const Matrix& w, int64_t row, float* out);
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -35,6 +36,15 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+void MappedFile::release(std::span<const uint8_t> bytes) const {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto mapped = reinterpret_cast<uintptr_t>(data_);
+  const uintptr_t from = std::max(reinterpret_cast<uintptr_t>(bytes.data()), mapped);
+  const uintptr_t to = std::min(reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size(), mapped + size_);
+  const uintptr_t first = (from + page - 1) / page * page, end = to / page * page;
+  if (end > first) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);  // advice: failure is harmless
 }
 
 }  // namespace keel

@@ -18,6 +18,10 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Tells the kernel that these bytes of the mapping will not be read again (ones outside it are
+  // ignored): the whole pages among them leave this process's memory. Read again, they would come
+  // back from the file, so nothing is lost. For bytes copied elsewhere at load.
+  void release(std::span<const uint8_t> bytes) const;
   const std::filesystem::path& path() const { return path_; }
 
  private:
