@@ -5,6 +5,7 @@
 #include <exception>
 #include <mutex>
 #include <span>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -69,11 +70,17 @@ void interleave_for_kernels(ModelWeights& w) {
       next = all.size();
     }
   };
-  {
-    std::vector<std::jthread> helpers(std::clamp(std::thread::hardware_concurrency(), 1u, 8u) - 1);
-    for (auto& t : helpers) t = std::jthread(work);
-    work();
+  std::vector<std::thread> helpers(std::clamp(std::thread::hardware_concurrency(), 1u, 8u) - 1);
+  for (auto& t : helpers) {
+    try {
+      t = std::thread(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the ones running (and this one) do the rest
+    }
   }
+  work();
+  for (auto& t : helpers)
+    if (t.joinable()) t.join();
   if (failure) std::rethrow_exception(failure);
 }
 
