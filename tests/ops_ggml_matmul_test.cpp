@@ -396,22 +396,28 @@ test::GuardedBytes interleaved(WeightFormat f, const test::GuardedBytes& stored,
   return out;
 }
 
+const WeightFormat kInterleavable[] = {WeightFormat::Q4_0, WeightFormat::MXFP4_GGUF};
+
 TEST(OpsGgmlInterleaved, RowsComeBackAsStored) {
   const int64_t rows = 40, cols = 704;
-  const auto stored = random_blocks(WeightFormat::Q4_0, rows, cols, 5);
-  const auto groups = interleaved(WeightFormat::Q4_0, stored, rows, cols);
-  ASSERT_NE(std::memcmp(stored.data(), groups.data(), stored.size()), 0);
-  Matrix plain = view(WeightFormat::Q4_0, stored, rows, cols), m = view(WeightFormat::Q4_0, groups, rows, cols);
-  m.interleaved = true;
-  const size_t row_bytes = m.row_bytes();
-  std::vector<uint8_t> row(row_bytes);
-  std::vector<float> want(static_cast<size_t>(cols)), got(want.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    ops::deinterleave_ggml_row(WeightFormat::Q4_0, groups.data(), cols, r, row.data());
-    ASSERT_EQ(std::memcmp(row.data(), stored.data() + r * static_cast<int64_t>(row_bytes), row_bytes), 0) << "row " << r;
-    ops::decode_row(plain, r, want.data());
-    ops::decode_row(m, r, got.data());
-    ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "row " << r;
+  for (const WeightFormat f : kInterleavable) {
+    SCOPED_TRACE(weight_format_name(f));
+    ASSERT_TRUE(ops::ggml_interleavable(f));
+    const auto stored = random_blocks(f, rows, cols, 5);
+    const auto groups = interleaved(f, stored, rows, cols);
+    ASSERT_NE(std::memcmp(stored.data(), groups.data(), stored.size()), 0);
+    Matrix plain = view(f, stored, rows, cols), m = view(f, groups, rows, cols);
+    m.interleaved = true;
+    const size_t row_bytes = m.row_bytes();
+    std::vector<uint8_t> row(row_bytes);
+    std::vector<float> want(static_cast<size_t>(cols)), got(want.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      ops::deinterleave_ggml_row(f, groups.data(), cols, r, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), stored.data() + r * static_cast<int64_t>(row_bytes), row_bytes), 0) << "row " << r;
+      ops::decode_row(plain, r, want.data());
+      ops::decode_row(m, r, got.data());
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "row " << r;
+    }
   }
 }
 
@@ -419,62 +425,67 @@ TEST(OpsGgmlInterleaved, RowsComeBackAsStored) {
 // block), any number of tokens (tiles of 4 and each remainder), any row range of whole groups:
 // the bits of the stored rows.
 TEST(OpsGgmlInterleaved, Int16ProductsAreTheBitsOfTheStoredRows) {
-  for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 96}, {16, 704}, {24, 512}}) {
-    const auto stored = random_blocks(WeightFormat::Q4_0, rows, cols, 23u + static_cast<uint32_t>(cols));
-    const auto groups = interleaved(WeightFormat::Q4_0, stored, rows, cols);
-    const ops::GgmlRows plain = ops::ggml_rows(view(WeightFormat::Q4_0, stored, rows, cols));
-    ops::GgmlRows g = ops::ggml_rows(view(WeightFormat::Q4_0, groups, rows, cols));
-    g.interleaved = true;
-    for (const int64_t tokens : {1, 2, 3, 4, 5, 8, 11}) {
-      const std::vector<float> x = test::normal_floats(tokens * cols, 29);
-      ops::I16Activations a;
-      ops::size_i16_activations(cols, tokens, false, a, ops::i16_activation_limit(WeightFormat::Q4_0));
-      ops::quantize_i16_activations(x.data(), 0, tokens, a);
-      test::for_each_simd_target([&] {
-        const size_t n = static_cast<size_t>(tokens * rows);
-        std::vector<float> want(n), whole(n), tasks(n), from8(n);
-        ops::gemm_ggml_i16(plain, a, tokens, 0, rows, want.data(), rows);
-        ops::gemm_ggml_i16(g, a, tokens, 0, rows, whole.data(), rows);
-        for (int64_t r0 = 0; r0 < rows; r0 += 16)
-          ops::gemm_ggml_i16(g, a, tokens, r0, std::min(rows, r0 + 16), tasks.data() + r0, rows);
-        std::copy(want.begin(), want.begin() + 8, from8.begin());
-        ops::gemm_ggml_i16(g, a, tokens, 8, rows, from8.data() + 8, rows);
-        for (size_t i = 0; i < n; ++i) {
-          if (static_cast<int64_t>(i) % rows < 8) from8[i] = want[i];  // rows 0-7 are not in that call
-          ASSERT_EQ(std::bit_cast<uint32_t>(whole[i]), std::bit_cast<uint32_t>(want[i])) << rows << "x" << cols << ", " << tokens << " tokens: " << i;
-          ASSERT_EQ(std::bit_cast<uint32_t>(tasks[i]), std::bit_cast<uint32_t>(want[i])) << rows << "x" << cols << ", " << tokens << " tokens: " << i;
-          ASSERT_EQ(std::bit_cast<uint32_t>(from8[i]), std::bit_cast<uint32_t>(want[i])) << rows << "x" << cols << ", " << tokens << " tokens: " << i;
-        }
-      });
+  for (const WeightFormat f : kInterleavable)
+    for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 96}, {16, 704}, {24, 512}}) {
+      const auto stored = random_blocks(f, rows, cols, 23u + static_cast<uint32_t>(cols));
+      const auto groups = interleaved(f, stored, rows, cols);
+      const ops::GgmlRows plain = ops::ggml_rows(view(f, stored, rows, cols));
+      ops::GgmlRows g = ops::ggml_rows(view(f, groups, rows, cols));
+      g.interleaved = true;
+      for (const int64_t tokens : {1, 2, 3, 4, 5, 8, 11}) {
+        const std::vector<float> x = test::normal_floats(tokens * cols, 29);
+        ops::I16Activations a;
+        ops::size_i16_activations(cols, tokens, false, a, ops::i16_activation_limit(f));
+        ops::quantize_i16_activations(x.data(), 0, tokens, a);
+        test::for_each_simd_target([&] {
+          const size_t n = static_cast<size_t>(tokens * rows);
+          std::vector<float> want(n), whole(n), tasks(n), from8(n);
+          ops::gemm_ggml_i16(plain, a, tokens, 0, rows, want.data(), rows);
+          ops::gemm_ggml_i16(g, a, tokens, 0, rows, whole.data(), rows);
+          for (int64_t r0 = 0; r0 < rows; r0 += 16)
+            ops::gemm_ggml_i16(g, a, tokens, r0, std::min(rows, r0 + 16), tasks.data() + r0, rows);
+          ops::gemm_ggml_i16(g, a, tokens, 8, rows, from8.data() + 8, rows);
+          const std::string what = std::string(weight_format_name(f)) + " " + std::to_string(rows) + "x" +
+                                   std::to_string(cols) + ", " + std::to_string(tokens) + " tokens: ";
+          for (size_t i = 0; i < n; ++i) {
+            if (static_cast<int64_t>(i) % rows < 8) from8[i] = want[i];  // rows 0-7 are not in that call
+            ASSERT_EQ(std::bit_cast<uint32_t>(whole[i]), std::bit_cast<uint32_t>(want[i])) << what << i;
+            ASSERT_EQ(std::bit_cast<uint32_t>(tasks[i]), std::bit_cast<uint32_t>(want[i])) << what << i;
+            ASSERT_EQ(std::bit_cast<uint32_t>(from8[i]), std::bit_cast<uint32_t>(want[i])) << what << i;
+          }
+        });
+      }
     }
-  }
 }
 
-// interleave_for_kernels repacks Q4_0 where this target's int16 kernels read groups (never where
-// the AVX512_BF16 kernels run, nor rows that are not whole groups), and matmul's results are the
+// interleave_for_kernels repacks where this target's int16 kernels read groups (never where the
+// AVX512_BF16 kernels run, nor rows that are not whole groups), and matmul's results are the
 // stored rows' bits for decode and prefill.
 TEST(OpsGgmlInterleaved, MatmulInterleavesWhereTheKernelsReadGroups) {
   const int64_t rows = 48, cols = 704;
-  const auto stored = random_blocks(WeightFormat::Q4_0, rows, cols, 31);
-  const Matrix plain = view(WeightFormat::Q4_0, stored, rows, cols);
   ThreadPool pool(2);
-  test::for_each_simd_target([&] {
-    Matrix m = view(WeightFormat::Q4_0, stored, rows, cols);
-    m.realigned.assign(stored.data(), stored.data() + stored.size());
-    m.data = m.realigned.data();
-    const bool groups = ops::i16_reads_interleaved_rows(WeightFormat::Q4_0) && !ops::ggml_bf16_supported(WeightFormat::Q4_0);
-    EXPECT_EQ(ops::interleave_for_kernels(m), groups);
-    EXPECT_EQ(m.interleaved, groups);
-    for (const int64_t tokens : {1, 37}) {
-      const std::vector<float> x = test::normal_floats(tokens * cols, 37);
-      std::vector<float> want(static_cast<size_t>(tokens * rows)), got(want.size());
-      ops::matmul(plain, x.data(), tokens, want.data(), pool);
-      ops::matmul(m, x.data(), tokens, got.data(), pool);
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << tokens << " tokens";
-    }
-    Matrix odd = view(WeightFormat::Q4_0, stored, rows - 3, cols);
-    EXPECT_FALSE(ops::interleave_for_kernels(odd));
-  });
+  for (const WeightFormat f : kInterleavable) {
+    SCOPED_TRACE(weight_format_name(f));
+    const auto stored = random_blocks(f, rows, cols, 31);
+    const Matrix plain = view(f, stored, rows, cols);
+    test::for_each_simd_target([&] {
+      Matrix m = view(f, stored, rows, cols);
+      m.realigned.assign(stored.data(), stored.data() + stored.size());
+      m.data = m.realigned.data();
+      const bool groups = ops::i16_reads_interleaved_rows(f) && !ops::ggml_bf16_supported(f);
+      EXPECT_EQ(ops::interleave_for_kernels(m), groups);
+      EXPECT_EQ(m.interleaved, groups);
+      for (const int64_t tokens : {1, 37}) {
+        const std::vector<float> x = test::normal_floats(tokens * cols, 37);
+        std::vector<float> want(static_cast<size_t>(tokens * rows)), got(want.size());
+        ops::matmul(plain, x.data(), tokens, want.data(), pool);
+        ops::matmul(m, x.data(), tokens, got.data(), pool);
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << tokens << " tokens";
+      }
+      Matrix odd = view(f, stored, rows - 3, cols);
+      EXPECT_FALSE(ops::interleave_for_kernels(odd));
+    });
+  }
 }
 
 // Scale extremes: f16 subnormal and large scales, MXFP4 exponents 0, 1 (subnormal 2^-128, 2^-127)

@@ -386,6 +386,7 @@ struct GgmlRow {
 template <class F>
 struct InterleavedGgmlRow {
   static_assert(F::kUnits == 1);
+  using Format = F;
   const GgmlRows* w;
   const uint8_t* group;
   int64_t lane, blocks;
@@ -776,50 +777,81 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #endif
 }
 
-// ---- Interleaved Q4_0 rows (interleaved_rows.h), on the targets with 8-row groups (AVX2 and up):
-// a group of 8 rows is read as the file's codes, in place. A block column is 8 f16 scales and 8
-// loads of 16 bytes, each widened to a pair of codes (low nibbles) and another (high nibbles) of
-// all 8 rows: for prefill, the RowGroup of the tiles, with no row decoded and no transpose; for
-// decode, multiplied (VPMADDWD) with a broadcast of the token's activation pair, then one vector
-// of float work per token for the 8 rows, where the row path spent a horizontal sum and the float
-// work on each row's each unit.
-// Each (row, token) gets the exact unit sums and the float operations of RowTokens (decode: the
-// code offset 8 taken off the unit's sum as 8 times the activations' sum), in its order: the same
-// bits.
+// ---- Interleaved rows (interleaved_rows.h: Q4_0, MXFP4), on the targets with 8-row groups (AVX2
+// and up): a group of 8 rows is read as the file's codes, in place. A block column is the 8 rows'
+// scales and 8 loads of 16 bytes, each widened to a pair of codes (low nibbles) and another (high
+// nibbles) of all 8 rows: for prefill, the RowGroup of the tiles, with no row decoded and no
+// transpose; for decode, multiplied (VPMADDWD) with a broadcast of the token's activation pair,
+// then one vector of float work per token for the 8 rows, where the row path spent a horizontal
+// sum and the float work on each row's each unit.
+// Each (row, token) gets the exact unit sums and the float operations of RowTokens (decode: a code
+// offset taken off the unit's sum as the offset times the activations' sum), in its order: the
+// same bits.
 #undef KEEL_INTERLEAVED_GROUPS
 #define KEEL_INTERLEAVED_GROUPS (KEEL_GROUP_TILES && HWY_TARGET <= HWY_AVX2)
 #if KEEL_INTERLEAVED_GROUPS
-constexpr int64_t kQ4_0ColumnBytes = kInterleavedRows * 18;  // 8 f16 scales, then 8 x 16 code bytes
+// A format's block columns: kBytes a column (8 headers, then 8 x 16 code bytes), kZero its code
+// offset, Scales the 8 rows' block scales, Pairs the codes of chunk c: elements 2c, 2c + 1 (low)
+// and 2c + 16, 2c + 17 (high) of each row, a row's pair in each int32 lane, kZero not taken off.
+template <class F>
+struct Columns;
 
-HWY_INLINE hn::Vec<DF> q4_0_column_scales(const uint8_t* column) {
-  const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(column)));
-}
+template <>
+struct Columns<Q4_0K> {
+  static constexpr int64_t kHeader = 2, kBytes = kInterleavedRows * 18;
+  static constexpr int kZero = 8;
+  HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) {  // f16 d
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(column)));
+  }
+  HWY_INLINE static void Pairs(const uint8_t* column, int c, V16& low, V16& high) {
+    const V16 b = bytes_u(column + kInterleavedRows * kHeader + 16 * c);
+    low = hn::And(b, hn::Set(D16(), 15));
+    high = hn::ShiftRight<4>(b);
+  }
+};
 
-// The codes of chunk c of a column: elements 2c, 2c + 1 (low) and 2c + 16, 2c + 17 (high) of each
-// row, a row's pair in each int32 lane, not yet offset by 8.
-HWY_INLINE void q4_0_chunk(const uint8_t* column, int c, V16& low, V16& high) {
-  const V16 b = bytes_u(column + 2 * kInterleavedRows + 16 * c);
-  low = hn::And(b, hn::Set(D16(), 15));
-  high = hn::ShiftRight<4>(b);
-}
+template <>
+struct Columns<Mxfp4K> {
+  static constexpr int64_t kHeader = 1, kBytes = kInterleavedRows * 17;
+  static constexpr int kZero = 0;
+  HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) {  // 2^(e - 128) from e8m0 e
+    alignas(32) uint32_t bits[kInterleavedRows];
+    for (int i = 0; i < kInterleavedRows; ++i) bits[i] = ggml_e8m0_half_bits(column[i]);
+    return hn::BitCast(DF(), hn::Load(hn::RebindToUnsigned<DF>(), bits));
+  }
+  HWY_INLINE static void Pairs(const uint8_t* column, int c, V16& low, V16& high) {  // twice e2m1, by table
+    const DI8 d8;
+    const auto table = hn::LoadU(hn::Full128<int8_t>(), kGgmlTwiceE2m1);
+    const auto b = hn::LoadU(d8, reinterpret_cast<const int8_t*>(column + kInterleavedRows * kHeader + 16 * c));
+    low = hn::PromoteTo(D16(), hn::TableLookupBytes(table, hn::And(b, hn::Set(d8, 15))));
+    high = hn::PromoteTo(D16(), hn::TableLookupBytes(table, hn::And(hn::ShiftRight<4>(b), hn::Set(d8, 15))));
+  }
+};
+
+// The rows of F are read from columns here (a RowOf of interleaved rows).
+template <class RowOf>
+constexpr bool kFromColumns = false;
+template <class F>
+constexpr bool kFromColumns<InterleavedGgmlRow<F>> = requires { Columns<F>::kBytes; };
 
 // A group's RowGroup for the tiles, straight from its columns.
-HWY_INLINE void Q4_0GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g) {
+template <class C>
+HWY_INLINE void GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g) {
   const D16 d16;
   const DF df;
-  const auto eight = hn::Set(d16, 8);
+  const auto zero = hn::Set(d16, C::kZero);
   for (int64_t u = 0; u < units; ++u) {
-    const uint8_t* column = group + u * kQ4_0ColumnBytes;
+    const uint8_t* column = group + u * C::kBytes;
     for (int64_t line = 0; line < 3; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
-    hn::StoreU(q4_0_column_scales(column), df, g.scales + u * kGroupRows);
+    hn::StoreU(C::Scales(column), df, g.scales + u * kGroupRows);
     hn::StoreU(hn::Zero(df), df, g.offsets + u * kGroupRows);
     auto* codes = reinterpret_cast<int16_t*>(g.codes + u * 16 * kGroupRows);  // [pair][8 rows][2]
     for (int c = 0; c < 8; ++c) {
       V16 low, high;
-      q4_0_chunk(column, c, low, high);
-      hn::StoreU(hn::Sub(low, eight), d16, codes + c * 2 * kGroupRows);
-      hn::StoreU(hn::Sub(high, eight), d16, codes + (c + 8) * 2 * kGroupRows);
+      C::Pairs(column, c, low, high);
+      hn::StoreU(hn::Sub(low, zero), d16, codes + c * 2 * kGroupRows);
+      hn::StoreU(hn::Sub(high, zero), d16, codes + (c + 8) * 2 * kGroupRows);
     }
   }
 }
@@ -827,9 +859,9 @@ HWY_INLINE void Q4_0GroupFromColumns(const uint8_t* group, int64_t units, RowGro
 // kNT tokens from t0 against one group: y [kNT][8] (y_stride apart). One group at a time: two
 // groups' columns read side by side, as the tiles do, streamed from memory at half the speed on
 // Zen 4 (two streams 4 KiB apart, for a 896-column matrix).
-template <int kNT>
-HWY_INLINE void Q4_0ColumnTile(const uint8_t* group, const I16Activations& a, int64_t t0, bool prefetch, float* y,
-                               int64_t y_stride) {
+template <class C, int kNT>
+HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_t t0, bool prefetch, float* y,
+                           int64_t y_stride) {
   const D32 d32;
   const D16 d16;
   const DF df;
@@ -838,15 +870,15 @@ HWY_INLINE void Q4_0ColumnTile(const uint8_t* group, const I16Activations& a, in
   const int16_t* xq[kNT];
   for (int t = 0; t < kNT; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
   for (int64_t u = 0; u < units; ++u) {
-    const uint8_t* column = group + u * kQ4_0ColumnBytes;
-    if (prefetch)  // 144 bytes a column: a line ahead at each 64 leaves none out
+    const uint8_t* column = group + u * C::kBytes;
+    if (prefetch)  // at most 144 bytes a column: a line ahead at each 64 leaves none out
       for (int64_t line = 0; line < 3; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
     hn::Vec<D32> dot[kNT], unused[kNT];
     for (int t = 0; t < kNT; ++t) dot[t] = unused[t] = hn::Zero(d32);
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
       V16 low, high;
-      q4_0_chunk(column, c, low, high);
+      C::Pairs(column, c, low, high);
       KEEL_UNROLL_TOKENS
       for (int t = 0; t < kNT; ++t) {
         int32_t xl, xh;
@@ -856,11 +888,12 @@ HWY_INLINE void Q4_0ColumnTile(const uint8_t* group, const I16Activations& a, in
         dot[t] = hn::ReorderWidenMulAccumulate(d32, high, hn::BitCast(d16, hn::Set(d32, xh)), dot[t], unused[t]);
       }
     }
-    const auto scale = q4_0_column_scales(column);
+    const auto scale = C::Scales(column);
     KEEL_UNROLL_TOKENS
     for (int t = 0; t < kNT; ++t) {
       const size_t at = static_cast<size_t>((t0 + t) * units + u);
-      const auto sum = hn::Sub(hn::Add(dot[t], unused[t]), hn::Set(d32, 8 * a.qsum[at]));
+      auto sum = hn::Add(dot[t], unused[t]);
+      if constexpr (C::kZero != 0) sum = hn::Sub(sum, hn::Set(d32, C::kZero * a.qsum[at]));
       float* partial = partials + (t * kPartials + u % kPartials) * kGroupRows;
       const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
       hn::StoreU(hn::Add(hn::LoadU(df, partial), product), df, partial);
@@ -870,11 +903,11 @@ HWY_INLINE void Q4_0ColumnTile(const uint8_t* group, const I16Activations& a, in
 }
 
 // kNT tokens from t0 against the groups of rows [r0, r1), whole groups.
-template <int kNT>
-void Q4_0ColumnTokens(const GgmlRows& w, const I16Activations& a, int64_t t0, int64_t r0, int64_t r1, float* y,
-                      int64_t y_stride) {
+template <class C, int kNT>
+void ColumnTokens(const GgmlRows& w, const I16Activations& a, int64_t t0, int64_t r0, int64_t r1, float* y,
+                  int64_t y_stride) {
   for (int64_t g = r0; g < r1; g += kGroupRows)
-    Q4_0ColumnTile<kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
+    ColumnTile<C, kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
 }
 #endif  // KEEL_INTERLEAVED_GROUPS
 
@@ -903,8 +936,9 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
   std::fill(last.offsets, last.offsets + kGroupRows * units, 0.0f);
   bool has_offsets = false;
 #if KEEL_INTERLEAVED_GROUPS
-  if constexpr (std::is_same_v<RowOf, InterleavedGgmlRow<Q4_0K>>) {  // whole groups (Gemm)
-    for (int64_t gi = 0; gi < groups; ++gi) Q4_0GroupFromColumns(w.data + (r0 + gi * kGroupRows) * w.row_bytes, units, group(gi));
+  if constexpr (kFromColumns<RowOf>) {  // whole groups (Gemm)
+    for (int64_t gi = 0; gi < groups; ++gi)
+      GroupFromColumns<Columns<typename RowOf::Format>>(w.data + (r0 + gi * kGroupRows) * w.row_bytes, units, group(gi));
   } else
 #endif
   {
@@ -978,16 +1012,18 @@ void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t 
 }
 
 #if KEEL_INTERLEAVED_GROUPS
-// Interleaved Q4_0 rows [r0, r1), whole groups: the tiles from their columns for every whole tile
+// Interleaved rows [r0, r1) of F, whole groups: the tiles from their columns for every whole tile
 // of tokens (prefill), the columns' own products for the rest (decode, a few tokens).
-void InterleavedQ4_0Products(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1,
-                             float* y, int64_t y_stride) {
-  int64_t t = TiledProducts<InterleavedGgmlRow<Q4_0K>>(w, a, n_tokens, r0, r1, y, y_stride);
-  for (; t + 4 <= n_tokens; t += 4) Q4_0ColumnTokens<4>(w, a, t, r0, r1, y, y_stride);
+template <class F>
+void InterleavedProducts(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1,
+                         float* y, int64_t y_stride) {
+  using C = Columns<F>;
+  int64_t t = TiledProducts<InterleavedGgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
+  for (; t + 4 <= n_tokens; t += 4) ColumnTokens<C, 4>(w, a, t, r0, r1, y, y_stride);
   switch (n_tokens - t) {
-    case 3: Q4_0ColumnTokens<3>(w, a, t, r0, r1, y, y_stride); break;
-    case 2: Q4_0ColumnTokens<2>(w, a, t, r0, r1, y, y_stride); break;
-    case 1: Q4_0ColumnTokens<1>(w, a, t, r0, r1, y, y_stride); break;
+    case 3: ColumnTokens<C, 3>(w, a, t, r0, r1, y, y_stride); break;
+    case 2: ColumnTokens<C, 2>(w, a, t, r0, r1, y, y_stride); break;
+    case 1: ColumnTokens<C, 1>(w, a, t, r0, r1, y, y_stride); break;
     default: break;
   }
 }
@@ -999,9 +1035,9 @@ void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t 
   if (!w.interleaved) return Products<GgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
   if constexpr (F::kUnits == 1) {
 #if KEEL_INTERLEAVED_GROUPS
-    if constexpr (std::is_same_v<F, Q4_0K>)
+    if constexpr (kFromColumns<InterleavedGgmlRow<F>>)
       if (r0 % kInterleavedRows == 0 && r1 % kInterleavedRows == 0)
-        return InterleavedQ4_0Products(w, a, n_tokens, r0, r1, y, y_stride);
+        return InterleavedProducts<F>(w, a, n_tokens, r0, r1, y, y_stride);
 #endif
     return Products<InterleavedGgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
   }
@@ -1011,7 +1047,7 @@ void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t 
 // Whether this target reads interleaved rows of f in row groups (interleaved_rows.h).
 bool ReadsInterleavedRows(WeightFormat f) {
 #if KEEL_INTERLEAVED_GROUPS
-  return f == WeightFormat::Q4_0;
+  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF;
 #else
   (void)f;
   return false;

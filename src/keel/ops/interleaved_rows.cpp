@@ -16,12 +16,13 @@ struct BlockParts {
 
 BlockParts parts_of(WeightFormat f) {
   if (f == WeightFormat::Q4_0) return {2, 16};
+  if (f == WeightFormat::MXFP4_GGUF) return {1, 16};
   throw InternalError(std::string("rows of ") + weight_format_name(f) + " are not interleaved");
 }
 
 }  // namespace
 
-bool ggml_interleavable(WeightFormat f) { return f == WeightFormat::Q4_0; }
+bool ggml_interleavable(WeightFormat f) { return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF; }
 
 // The group's columns for blocks of kHeader + kCodes bytes (constants, so the copies unroll: a
 // model's worth of 2-byte copies).
@@ -45,6 +46,7 @@ void interleave_ggml_group(WeightFormat f, const uint8_t* rows, int64_t cols, ui
   const BlockParts p = parts_of(f);
   const int64_t blocks = cols / ggml_block_size(f).elements;
   if (p.header == 2 && p.codes == 16) return interleave_group<2, 16>(rows, blocks, out);
+  if (p.header == 1 && p.codes == 16) return interleave_group<1, 16>(rows, blocks, out);
   throw InternalError(std::string("no interleaving for ") + weight_format_name(f));
 }
 

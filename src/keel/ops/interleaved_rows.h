@@ -8,7 +8,8 @@
 // the same as from the rows as stored.
 //
 // Group g (rows 8g .. 8g + 8) takes the bytes of its 8 rows, from where row 8g starts. For each
-// block column b, in order: the 8 rows' block headers (the bytes before the codes: Q4_0's f16 d),
+// block column b, in order: the 8 rows' block headers (the bytes before the codes: Q4_0's f16 d, MXFP4's
+// e8m0 exponent),
 // row 0 first; then the 8 rows' code bytes in chunks of 2: chunk 0 of rows 0..7, chunk 1 of rows
 // 0..7, ... A Q4_0 block column is 16 bytes of scales and 8 x 16 bytes of codes, 16 bytes holding
 // the code bytes 2c and 2c + 1 of every row: their low nibbles are elements 2c and 2c + 1, their
@@ -23,7 +24,7 @@ namespace keel::ops {
 
 inline constexpr int kInterleavedRows = 8;
 
-// The formats whose kernels read interleaved rows (Q4_0).
+// The formats whose kernels read interleaved rows (Q4_0, MXFP4_GGUF).
 bool ggml_interleavable(WeightFormat f);
 
 // The 8 rows at `rows` (row_bytes apart, cols each) as one group at `out` (8 x row_bytes bytes).
