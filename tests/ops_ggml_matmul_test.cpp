@@ -396,7 +396,7 @@ test::GuardedBytes interleaved(WeightFormat f, const test::GuardedBytes& stored,
   return out;
 }
 
-const WeightFormat kInterleavable[] = {WeightFormat::Q4_0, WeightFormat::MXFP4_GGUF};
+const WeightFormat kInterleavable[] = {WeightFormat::Q4_0, WeightFormat::MXFP4_GGUF, WeightFormat::Q8_0};
 
 TEST(OpsGgmlInterleaved, RowsComeBackAsStored) {
   const int64_t rows = 40, cols = 704;

@@ -1,7 +1,7 @@
 #pragma once
 // A model's weights, used in place from the memory-mapped safetensors or GGUF files. Large matrices
 // are never converted: kernels read F32/F16/BF16 elements, MLX packed integers or ggml blocks
-// directly (Q4_0 and MXFP4 rows may be reordered at load into memory the matrix owns, the same bytes:
+// directly (some ggml formats' rows may be reordered at load into memory the matrix owns, the same bytes:
 // Matrix::interleaved). Only small per-channel vectors (norms, biases) and MLX scales/biases are
 // widened to float at load.
 //

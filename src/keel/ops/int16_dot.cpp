@@ -777,7 +777,7 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #endif
 }
 
-// ---- Interleaved rows (interleaved_rows.h: Q4_0, MXFP4), on the targets with 8-row groups (AVX2
+// ---- Interleaved rows (interleaved_rows.h: Q4_0, MXFP4, Q8_0), on the targets with 8-row groups (AVX2
 // and up): a group of 8 rows is read as the file's codes, in place. A block column is the 8 rows'
 // scales and 8 loads of 16 bytes, each widened to a pair of codes (low nibbles) and another (high
 // nibbles) of all 8 rows: for prefill, the RowGroup of the tiles, with no row decoded and no
@@ -790,9 +790,10 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #undef KEEL_INTERLEAVED_GROUPS
 #define KEEL_INTERLEAVED_GROUPS (KEEL_GROUP_TILES && HWY_TARGET <= HWY_AVX2)
 #if KEEL_INTERLEAVED_GROUPS
-// A format's block columns: kBytes a column (8 headers, then 8 x 16 code bytes), kZero its code
-// offset, Scales the 8 rows' block scales, Pairs the codes of chunk c: elements 2c, 2c + 1 (low)
-// and 2c + 16, 2c + 17 (high) of each row, a row's pair in each int32 lane, kZero not taken off.
+// A format's block columns: kBytes a column (8 headers, then the 8 rows' codes), kZero its code
+// offset, Scales the 8 rows' block scales, Pairs the codes of pairs c (elements 2c, 2c + 1: low)
+// and c + 8 (2c + 16, 2c + 17: high) of each row, a row's pair in each int32 lane, kZero not taken
+// off. For the 4-bit formats both come from one 16-byte chunk (low and high nibbles).
 template <class F>
 struct Columns;
 
@@ -829,11 +830,27 @@ struct Columns<Mxfp4K> {
   }
 };
 
+template <>
+struct Columns<Q8_0K> {
+  static constexpr int64_t kHeader = 2, kBytes = kInterleavedRows * 34;
+  static constexpr int kZero = 0;
+  HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) { return Columns<Q4_0K>::Scales(column); }
+  HWY_INLINE static void Pairs(const uint8_t* column, int c, V16& low, V16& high) {  // int8 codes, chunk c = pair c
+    low = bytes_i(column + kInterleavedRows * kHeader + 16 * c);
+    high = bytes_i(column + kInterleavedRows * kHeader + 16 * (c + 8));
+  }
+};
+
 // The rows of F are read from columns here (a RowOf of interleaved rows).
 template <class RowOf>
 constexpr bool kFromColumns = false;
 template <class F>
 constexpr bool kFromColumns<InterleavedGgmlRow<F>> = requires { Columns<F>::kBytes; };
+
+// Cache lines to ask for ahead of each column: a line at each 64 bytes of it and one more, so that
+// none of a column's lines is left out wherever it starts.
+template <class C>
+constexpr int64_t kColumnLines = C::kBytes / 64 + 1;
 
 // A group's RowGroup for the tiles, straight from its columns.
 template <class C>
@@ -843,7 +860,7 @@ HWY_INLINE void GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g
   const auto zero = hn::Set(d16, C::kZero);
   for (int64_t u = 0; u < units; ++u) {
     const uint8_t* column = group + u * C::kBytes;
-    for (int64_t line = 0; line < 3; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
+    for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
     hn::StoreU(C::Scales(column), df, g.scales + u * kGroupRows);
     hn::StoreU(hn::Zero(df), df, g.offsets + u * kGroupRows);
     auto* codes = reinterpret_cast<int16_t*>(g.codes + u * 16 * kGroupRows);  // [pair][8 rows][2]
@@ -871,8 +888,8 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
   for (int t = 0; t < kNT; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
   for (int64_t u = 0; u < units; ++u) {
     const uint8_t* column = group + u * C::kBytes;
-    if (prefetch)  // at most 144 bytes a column: a line ahead at each 64 leaves none out
-      for (int64_t line = 0; line < 3; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
+    if (prefetch)
+      for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
     hn::Vec<D32> dot[kNT], unused[kNT];
     for (int t = 0; t < kNT; ++t) dot[t] = unused[t] = hn::Zero(d32);
 #pragma GCC unroll 8
@@ -1047,7 +1064,7 @@ void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t 
 // Whether this target reads interleaved rows of f in row groups (interleaved_rows.h).
 bool ReadsInterleavedRows(WeightFormat f) {
 #if KEEL_INTERLEAVED_GROUPS
-  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF;
+  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0;
 #else
   (void)f;
   return false;
