@@ -396,12 +396,19 @@ test::GuardedBytes interleaved(WeightFormat f, const test::GuardedBytes& stored,
   return out;
 }
 
-const WeightFormat kInterleavable[] = {WeightFormat::Q4_0, WeightFormat::MXFP4_GGUF, WeightFormat::Q8_0};
+const WeightFormat kInterleavable[] = {WeightFormat::Q4_0, WeightFormat::MXFP4_GGUF, WeightFormat::Q8_0,
+                                      WeightFormat::Q4_K};
+
+// c columns, or the next whole number of the format's blocks (256 elements for Q4_K).
+int64_t whole_blocks(WeightFormat f, int64_t c) {
+  const int64_t e = ggml_block_size(f).elements;
+  return (c + e - 1) / e * e;
+}
 
 TEST(OpsGgmlInterleaved, RowsComeBackAsStored) {
-  const int64_t rows = 40, cols = 704;
   for (const WeightFormat f : kInterleavable) {
     SCOPED_TRACE(weight_format_name(f));
+    const int64_t rows = 40, cols = whole_blocks(f, 704);
     ASSERT_TRUE(ops::ggml_interleavable(f));
     const auto stored = random_blocks(f, rows, cols, 5);
     const auto groups = interleaved(f, stored, rows, cols);
@@ -426,7 +433,8 @@ TEST(OpsGgmlInterleaved, RowsComeBackAsStored) {
 // the bits of the stored rows.
 TEST(OpsGgmlInterleaved, Int16ProductsAreTheBitsOfTheStoredRows) {
   for (const WeightFormat f : kInterleavable)
-    for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 96}, {16, 704}, {24, 512}}) {
+    for (const auto [rows, c] : {std::pair<int64_t, int64_t>{40, 96}, {16, 704}, {24, 512}}) {
+      const int64_t cols = whole_blocks(f, c);
       const auto stored = random_blocks(f, rows, cols, 23u + static_cast<uint32_t>(cols));
       const auto groups = interleaved(f, stored, rows, cols);
       const ops::GgmlRows plain = ops::ggml_rows(view(f, stored, rows, cols));
@@ -462,10 +470,10 @@ TEST(OpsGgmlInterleaved, Int16ProductsAreTheBitsOfTheStoredRows) {
 // AVX512_BF16 kernels run, nor rows that are not whole groups), and matmul's results are the
 // stored rows' bits for decode and prefill.
 TEST(OpsGgmlInterleaved, MatmulInterleavesWhereTheKernelsReadGroups) {
-  const int64_t rows = 48, cols = 704;
   ThreadPool pool(2);
   for (const WeightFormat f : kInterleavable) {
     SCOPED_TRACE(weight_format_name(f));
+    const int64_t rows = 48, cols = whole_blocks(f, 704);
     const auto stored = random_blocks(f, rows, cols, 31);
     const Matrix plain = view(f, stored, rows, cols);
     test::for_each_simd_target([&] {

@@ -385,7 +385,6 @@ struct GgmlRow {
 // interleaved weights run, with the same bits, on every target.
 template <class F>
 struct InterleavedGgmlRow {
-  static_assert(F::kUnits == 1);
   using Format = F;
   const GgmlRows* w;
   const uint8_t* group;
@@ -399,18 +398,27 @@ struct InterleavedGgmlRow {
     if (lane == 0) prefetch_ahead(group, kInterleavedRows * blocks * F::kBytes);
   }
 
-  int64_t units() const { return blocks; }
+  int64_t units() const { return blocks * F::kUnits; }
 
   template <class Row>
   HWY_INLINE void unit(int64_t u, Row& row) const {
     uint8_t block[F::kBytes];
-    deinterleave_ggml_block(w->format, group, u, lane, block);
-    F::Unit(block, F::Read(block), u * F::kElems, 0, row);
+    const int64_t b = u / F::kUnits;
+    deinterleave_ggml_block(w->format, group, b, lane, block);
+    F::Unit(block, F::Read(block), b * F::kElems, static_cast<int>(u % F::kUnits), row);
   }
 
   template <int K0, class Row>
   HWY_INLINE void four_at(int64_t u0, Row& row) const {
-    for (int k = 0; k < 4; ++k) unit(u0 + K0 + k, row);
+    if constexpr (F::kUnits == 1) {
+      for (int k = 0; k < 4; ++k) unit(u0 + K0 + k, row);
+    } else {  // four units of one block
+      uint8_t block[F::kBytes];
+      const int64_t b = u0 / F::kUnits;
+      deinterleave_ggml_block(w->format, group, b, lane, block);
+      const typename F::Header h = F::Read(block);
+      for (int k = 0; k < 4; ++k) F::Unit(block, h, b * F::kElems, K0 + k, row);
+    }
   }
 };
 
@@ -777,7 +785,7 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #endif
 }
 
-// ---- Interleaved rows (interleaved_rows.h: Q4_0, MXFP4, Q8_0), on the targets with 8-row groups (AVX2
+// ---- Interleaved rows (interleaved_rows.h: Q4_0, MXFP4, Q8_0, Q4_K), on the targets with 8-row groups (AVX2
 // and up): a group of 8 rows is read as the file's codes, in place. A block column is the 8 rows'
 // scales and 8 loads of 16 bytes, each widened to a pair of codes (low nibbles) and another (high
 // nibbles) of all 8 rows: for prefill, the RowGroup of the tiles, with no row decoded and no
@@ -841,6 +849,51 @@ struct Columns<Q8_0K> {
   }
 };
 
+// Q4_K: all of a block's 144 bytes in chunks of 2 (no header apart), so a column (1152 bytes) is
+// d of the 8 rows (16 bytes), dmin, the 12 scale bytes in 6 chunks, then the codes: chunk 16i + p
+// is code bytes 32i + 2p, 32i + 2p + 1, whose low nibbles are pair p of sub-block 2i and high
+// nibbles pair p of sub-block 2i + 1. A column holds 8 units (kUnits); its scales and offsets are
+// formed for the 8 rows at once, as QK45::ReadInto forms them for one (d * sc, -(dmin * m)).
+template <>
+struct Columns<QK45<false>> {
+  static constexpr int64_t kBytes = kInterleavedRows * 144, kUnits = 8, kCodes = 8 * 16;
+  static constexpr int kZero = 0;
+  static constexpr bool kHasOffsets = true;
+  // scale[j], offset[j]: sub-block j of the 8 rows.
+  HWY_INLINE static void ScalesOffsets(const uint8_t* column, hn::Vec<DF>* scale, hn::Vec<DF>* offset) {
+    const D32 d32;
+    const DF df;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto d = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(column)));
+    const auto dmin = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(column + 16)));
+    // byte k of the 8 rows' scales, in int32 lanes (chunk k / 2: even bytes the low half).
+    auto byte = [&](int k) KEEL_INLINE_LAMBDA {
+      const auto pair = hn::BitCast(d32, bytes_u(column + 32 + 16 * (k / 2)));
+      return k % 2 == 0 ? hn::And(pair, hn::Set(d32, 0xff)) : hn::ShiftRight<16>(pair);
+    };
+    const auto m63 = hn::Set(d32, 63), m15 = hn::Set(d32, 15);
+    for (int j = 0; j < 8; ++j) {
+      hn::Vec<D32> sc, m;
+      if (j < 4) {
+        sc = hn::And(byte(j), m63);
+        m = hn::And(byte(j + 4), m63);
+      } else {
+        const auto hi = byte(j + 4);
+        sc = hn::Or(hn::And(hi, m15), hn::ShiftLeft<4>(hn::ShiftRight<6>(byte(j - 4))));
+        m = hn::Or(hn::ShiftRight<4>(hi), hn::ShiftLeft<4>(hn::ShiftRight<6>(byte(j))));
+      }
+      scale[j] = hn::Mul(d, hn::ConvertTo(df, sc));
+      offset[j] = hn::Neg(hn::Mul(dmin, hn::ConvertTo(df, m)));
+    }
+  }
+  // Pair p of sub-blocks 2i (low) and 2i + 1 (high).
+  HWY_INLINE static void Pairs(const uint8_t* column, int i, int p, V16& low, V16& high) {
+    const V16 b = bytes_u(column + 128 + 16 * (16 * i + p));
+    low = hn::And(b, hn::Set(D16(), 15));
+    high = hn::ShiftRight<4>(b);
+  }
+};
+
 // The rows of F are read from columns here (a RowOf of interleaved rows).
 template <class RowOf>
 constexpr bool kFromColumns = false;
@@ -857,18 +910,38 @@ template <class C>
 HWY_INLINE void GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g) {
   const D16 d16;
   const DF df;
-  const auto zero = hn::Set(d16, C::kZero);
-  for (int64_t u = 0; u < units; ++u) {
-    const uint8_t* column = group + u * C::kBytes;
-    for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
-    hn::StoreU(C::Scales(column), df, g.scales + u * kGroupRows);
-    hn::StoreU(hn::Zero(df), df, g.offsets + u * kGroupRows);
-    auto* codes = reinterpret_cast<int16_t*>(g.codes + u * 16 * kGroupRows);  // [pair][8 rows][2]
-    for (int c = 0; c < 8; ++c) {
-      V16 low, high;
-      C::Pairs(column, c, low, high);
-      hn::StoreU(hn::Sub(low, zero), d16, codes + c * 2 * kGroupRows);
-      hn::StoreU(hn::Sub(high, zero), d16, codes + (c + 8) * 2 * kGroupRows);
+  if constexpr (requires { C::kUnits; }) {  // Q4_K: 8 units a column
+    for (int64_t u0 = 0; u0 < units; u0 += C::kUnits) {
+      const uint8_t* column = group + u0 / C::kUnits * C::kBytes;
+      for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
+      hn::Vec<DF> scale[8], offset[8];
+      C::ScalesOffsets(column, scale, offset);
+      for (int j = 0; j < 8; ++j) {
+        hn::StoreU(scale[j], df, g.scales + (u0 + j) * kGroupRows);
+        hn::StoreU(offset[j], df, g.offsets + (u0 + j) * kGroupRows);
+      }
+      for (int i = 0; i < 4; ++i)
+        for (int p = 0; p < 16; ++p) {
+          V16 low, high;
+          C::Pairs(column, i, p, low, high);
+          hn::StoreU(low, d16, reinterpret_cast<int16_t*>(g.codes + ((u0 + 2 * i) * 16 + p) * kGroupRows));
+          hn::StoreU(high, d16, reinterpret_cast<int16_t*>(g.codes + ((u0 + 2 * i + 1) * 16 + p) * kGroupRows));
+        }
+    }
+  } else {
+    const auto zero = hn::Set(d16, C::kZero);
+    for (int64_t u = 0; u < units; ++u) {
+      const uint8_t* column = group + u * C::kBytes;
+      for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
+      hn::StoreU(C::Scales(column), df, g.scales + u * kGroupRows);
+      hn::StoreU(hn::Zero(df), df, g.offsets + u * kGroupRows);
+      auto* codes = reinterpret_cast<int16_t*>(g.codes + u * 16 * kGroupRows);  // [pair][8 rows][2]
+      for (int c = 0; c < 8; ++c) {
+        V16 low, high;
+        C::Pairs(column, c, low, high);
+        hn::StoreU(hn::Sub(low, zero), d16, codes + c * 2 * kGroupRows);
+        hn::StoreU(hn::Sub(high, zero), d16, codes + (c + 8) * 2 * kGroupRows);
+      }
     }
   }
 }
@@ -919,12 +992,68 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
   for (int t = 0; t < kNT; ++t) StoreGroupOutputs(partials + t * kPartials * kGroupRows, y + t * y_stride);
 }
 
+// The same for Q4_K columns: per column, the 8 sub-blocks' scales and offsets for the 8 rows, then
+// sub-blocks 2i and 2i + 1 together (one load gives a pair of each), each unit's float work with
+// its offset term, as RowTokens runs it.
+template <class C, int kNT>
+HWY_INLINE void KColumnTile(const uint8_t* group, const I16Activations& a, int64_t t0, bool prefetch, float* y,
+                            int64_t y_stride) {
+  const D32 d32;
+  const D16 d16;
+  const DF df;
+  const int64_t units = a.cols / 32;
+  alignas(64) float partials[kNT * kPartials * kGroupRows] = {};
+  const int16_t* xq[kNT];
+  for (int t = 0; t < kNT; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
+  for (int64_t u0 = 0; u0 < units; u0 += C::kUnits) {
+    const uint8_t* column = group + u0 / C::kUnits * C::kBytes;
+    if (prefetch)
+      for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
+    hn::Vec<DF> scale[8], offset[8];
+    C::ScalesOffsets(column, scale, offset);
+    for (int i = 0; i < 4; ++i) {
+      hn::Vec<D32> dot[2][kNT], unused[2][kNT];
+      for (int t = 0; t < kNT; ++t) dot[0][t] = dot[1][t] = unused[0][t] = unused[1][t] = hn::Zero(d32);
+#pragma GCC unroll 16
+      for (int p = 0; p < 16; ++p) {
+        V16 low, high;
+        C::Pairs(column, i, p, low, high);
+        KEEL_UNROLL_TOKENS
+        for (int t = 0; t < kNT; ++t) {
+          int32_t xl, xh;
+          std::memcpy(&xl, xq[t] + 32 * (u0 + 2 * i) + 2 * p, 4);
+          std::memcpy(&xh, xq[t] + 32 * (u0 + 2 * i + 1) + 2 * p, 4);
+          dot[0][t] = hn::ReorderWidenMulAccumulate(d32, low, hn::BitCast(d16, hn::Set(d32, xl)), dot[0][t], unused[0][t]);
+          dot[1][t] = hn::ReorderWidenMulAccumulate(d32, high, hn::BitCast(d16, hn::Set(d32, xh)), dot[1][t], unused[1][t]);
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * i + h;
+        KEEL_UNROLL_TOKENS
+        for (int t = 0; t < kNT; ++t) {
+          const size_t at = static_cast<size_t>((t0 + t) * units + u0 + j);
+          float* partial = partials + (t * kPartials + j) * kGroupRows;  // (u0 + j) % 8 == j
+          const auto sum = hn::Add(dot[h][t], unused[h][t]);
+          const auto product = hn::Mul(hn::Mul(scale[j], hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
+          const auto p = hn::Add(hn::LoadU(df, partial), product);
+          hn::StoreU(hn::Add(p, hn::Mul(offset[j], hn::Set(df, a.sum[at]))), df, partial);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < kNT; ++t) StoreGroupOutputs(partials + t * kPartials * kGroupRows, y + t * y_stride);
+}
+
 // kNT tokens from t0 against the groups of rows [r0, r1), whole groups.
 template <class C, int kNT>
 void ColumnTokens(const GgmlRows& w, const I16Activations& a, int64_t t0, int64_t r0, int64_t r1, float* y,
                   int64_t y_stride) {
-  for (int64_t g = r0; g < r1; g += kGroupRows)
-    ColumnTile<C, kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
+  for (int64_t g = r0; g < r1; g += kGroupRows) {
+    if constexpr (requires { C::kUnits; })
+      KColumnTile<C, kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
+    else
+      ColumnTile<C, kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
+  }
 }
 #endif  // KEEL_INTERLEAVED_GROUPS
 
@@ -954,6 +1083,7 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
   bool has_offsets = false;
 #if KEEL_INTERLEAVED_GROUPS
   if constexpr (kFromColumns<RowOf>) {  // whole groups (Gemm)
+    has_offsets = requires { Columns<typename RowOf::Format>::kHasOffsets; };
     for (int64_t gi = 0; gi < groups; ++gi)
       GroupFromColumns<Columns<typename RowOf::Format>>(w.data + (r0 + gi * kGroupRows) * w.row_bytes, units, group(gi));
   } else
@@ -1050,21 +1180,18 @@ template <class F>
 void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
           int64_t y_stride) {
   if (!w.interleaved) return Products<GgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
-  if constexpr (F::kUnits == 1) {
 #if KEEL_INTERLEAVED_GROUPS
-    if constexpr (kFromColumns<InterleavedGgmlRow<F>>)
-      if (r0 % kInterleavedRows == 0 && r1 % kInterleavedRows == 0)
-        return InterleavedProducts<F>(w, a, n_tokens, r0, r1, y, y_stride);
+  if constexpr (kFromColumns<InterleavedGgmlRow<F>>)
+    if (r0 % kInterleavedRows == 0 && r1 % kInterleavedRows == 0)
+      return InterleavedProducts<F>(w, a, n_tokens, r0, r1, y, y_stride);
 #endif
-    return Products<InterleavedGgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
-  }
-  throw InternalError("interleaved rows of a format with sub-blocks");
+  Products<InterleavedGgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
 }
 
 // Whether this target reads interleaved rows of f in row groups (interleaved_rows.h).
 bool ReadsInterleavedRows(WeightFormat f) {
 #if KEEL_INTERLEAVED_GROUPS
-  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0;
+  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0 || f == WeightFormat::Q4_K;
 #else
   (void)f;
   return false;
