@@ -397,7 +397,7 @@ test::GuardedBytes interleaved(WeightFormat f, const test::GuardedBytes& stored,
 }
 
 const WeightFormat kInterleavable[] = {WeightFormat::Q4_0, WeightFormat::MXFP4_GGUF, WeightFormat::Q8_0,
-                                      WeightFormat::Q4_K};
+                                      WeightFormat::Q4_K, WeightFormat::Q5_0};
 
 // c columns, or the next whole number of the format's blocks (256 elements for Q4_K).
 int64_t whole_blocks(WeightFormat f, int64_t c) {

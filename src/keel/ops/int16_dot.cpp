@@ -785,7 +785,7 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #endif
 }
 
-// ---- Interleaved rows (interleaved_rows.h: Q4_0, MXFP4, Q8_0, Q4_K), on the targets with 8-row groups (AVX2
+// ---- Interleaved rows (interleaved_rows.h: Q4_0, Q5_0, MXFP4, Q8_0, Q4_K), on the targets with 8-row groups (AVX2
 // and up): a group of 8 rows is read as the file's codes, in place. A block column is the 8 rows'
 // scales and 8 loads of 16 bytes, each widened to a pair of codes (low nibbles) and another (high
 // nibbles) of all 8 rows: for prefill, the RowGroup of the tiles, with no row decoded and no
@@ -846,6 +846,32 @@ struct Columns<Q8_0K> {
   HWY_INLINE static void Pairs(const uint8_t* column, int c, V16& low, V16& high) {  // int8 codes, chunk c = pair c
     low = bytes_i(column + kInterleavedRows * kHeader + 16 * c);
     high = bytes_i(column + kInterleavedRows * kHeader + 16 * (c + 8));
+  }
+};
+
+// Q5_0: all of a block's 22 bytes in chunks of 2, so a column is d of the 8 rows, qh's low and high
+// halves of the 8 rows (bit j is bit 4 of element j), then the codes as Q4_0's. Each row's qh half
+// is set in both int16 lanes of its pair, and lane k of pair c keeps bit 2c + k.
+template <>
+struct Columns<Q5_0K> {
+  static constexpr int64_t kBytes = kInterleavedRows * 22;
+  static constexpr int kZero = 16;
+  HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) { return Columns<Q4_0K>::Scales(column); }
+  HWY_INLINE static void Pairs(const uint8_t* column, int c, V16& low, V16& high) {
+    const D32 d32;
+    const D16 d16;
+    const hn::Rebind<uint16_t, D32> du16;
+    auto both_lanes = [&](const uint8_t* p) KEEL_INLINE_LAMBDA {  // a row's 16 bits in its pair's two lanes
+      const auto w = hn::PromoteTo(d32, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p)));
+      return hn::BitCast(d16, hn::Or(w, hn::ShiftLeft<16>(w)));
+    };
+    const auto bit = hn::BitCast(d16, hn::Set(d32, static_cast<int32_t>((1u << (2 * c)) | (1u << (2 * c + 1)) << 16)));
+    auto fifth = [&](V16 half) KEEL_INLINE_LAMBDA {  // 16 where the element's bit is set
+      return hn::IfThenElseZero(hn::Eq(hn::And(half, bit), bit), hn::Set(d16, 16));
+    };
+    const V16 b = bytes_u(column + 3 * 16 + 16 * c);
+    low = hn::Or(hn::And(b, hn::Set(d16, 15)), fifth(both_lanes(column + 16)));
+    high = hn::Or(hn::ShiftRight<4>(b), fifth(both_lanes(column + 32)));
   }
 };
 
@@ -1191,7 +1217,8 @@ void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t 
 // Whether this target reads interleaved rows of f in row groups (interleaved_rows.h).
 bool ReadsInterleavedRows(WeightFormat f) {
 #if KEEL_INTERLEAVED_GROUPS
-  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0 || f == WeightFormat::Q4_K;
+  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0 || f == WeightFormat::Q4_K ||
+         f == WeightFormat::Q5_0;
 #else
   (void)f;
   return false;
