@@ -746,7 +746,8 @@ HWY_INLINE void GroupTile(const RowGroup* g, bool has_offsets, const I16Activati
   }
   for (int k = 0; k < kG; ++k)
     for (int t = 0; t < kTileTokens; ++t)
-      StoreGroupOutputs(partials + k * kGroupPartials + t * kPartials * kGroupRows, out + (k * kTileTokens + t) * kGroupRows);
+      StoreGroupOutputs(partials + k * kGroupPartials + t * kPartials * kGroupRows,
+                        out + (k * kTileTokens + t) * kGroupRows);
 }
 
 // A group's rows, decoded row by row (rows [kGroupRows][cols] int16: a pair of codes per int32),
@@ -785,13 +786,14 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #endif
 }
 
-// ---- Interleaved rows (interleaved_rows.h: Q4_0, Q5_0, MXFP4, Q8_0, Q4_K), on the targets with 8-row groups (AVX2
-// and up): a group of 8 rows is read as the file's codes, in place. A block column is the 8 rows'
-// scales and 8 loads of 16 bytes, each widened to a pair of codes (low nibbles) and another (high
-// nibbles) of all 8 rows: for prefill, the RowGroup of the tiles, with no row decoded and no
-// transpose; for decode, multiplied (VPMADDWD) with a broadcast of the token's activation pair,
-// then one vector of float work per token for the 8 rows, where the row path spent a horizontal
-// sum and the float work on each row's each unit.
+// ---- Interleaved rows (interleaved_rows.h: Q4_0, Q5_0, Q8_0, Q4_K, MXFP4), on the targets with
+// 8-row groups (AVX2 and up): a group of 8 rows is read as the file's codes, in place. A block
+// column is the 8 rows' scales and loads of 16 bytes, each widened to pairs of codes of all 8 rows
+// (for the 4-bit formats, one pair from the low nibbles and another from the high ones): for
+// prefill, the RowGroup of the tiles, with no row decoded and no transpose; for decode, multiplied
+// (VPMADDWD) with a broadcast of the token's activation pair, then one vector of float work per
+// token for the 8 rows, where the row path spent a horizontal sum and the float work on each row's
+// each unit.
 // Each (row, token) gets the exact unit sums and the float operations of RowTokens (decode: a code
 // offset taken off the unit's sum as the offset times the activations' sum), in its order: the
 // same bits.
@@ -1049,8 +1051,9 @@ HWY_INLINE void KColumnTile(const uint8_t* group, const I16Activations& a, int64
           int32_t xl, xh;
           std::memcpy(&xl, xq[t] + 32 * (u0 + 2 * i) + 2 * p, 4);
           std::memcpy(&xh, xq[t] + 32 * (u0 + 2 * i + 1) + 2 * p, 4);
-          dot[0][t] = hn::ReorderWidenMulAccumulate(d32, low, hn::BitCast(d16, hn::Set(d32, xl)), dot[0][t], unused[0][t]);
-          dot[1][t] = hn::ReorderWidenMulAccumulate(d32, high, hn::BitCast(d16, hn::Set(d32, xh)), dot[1][t], unused[1][t]);
+          const auto vl = hn::BitCast(d16, hn::Set(d32, xl)), vh = hn::BitCast(d16, hn::Set(d32, xh));
+          dot[0][t] = hn::ReorderWidenMulAccumulate(d32, low, vl, dot[0][t], unused[0][t]);
+          dot[1][t] = hn::ReorderWidenMulAccumulate(d32, high, vh, dot[1][t], unused[1][t]);
         }
       }
       for (int h = 0; h < 2; ++h) {
@@ -1111,7 +1114,8 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
   if constexpr (kFromColumns<RowOf>) {  // whole groups (Gemm)
     has_offsets = requires { Columns<typename RowOf::Format>::kHasOffsets; };
     for (int64_t gi = 0; gi < groups; ++gi)
-      GroupFromColumns<Columns<typename RowOf::Format>>(w.data + (r0 + gi * kGroupRows) * w.row_bytes, units, group(gi));
+      GroupFromColumns<Columns<typename RowOf::Format>>(w.data + (r0 + gi * kGroupRows) * w.row_bytes, units,
+                                                        group(gi));
   } else
 #endif
   {
