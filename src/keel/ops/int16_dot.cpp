@@ -974,6 +974,23 @@ HWY_INLINE void GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g
   }
 }
 
+// A column tile's tokens: their activations, and their partial sums for the 8 rows ([kNT]
+// [kPartials][8], in L1), and the outputs they make.
+template <int kNT>
+struct TileTokens {
+  alignas(64) float partials[kNT * kPartials * kGroupRows] = {};
+  const int16_t* xq[kNT];  // token t's quantized activations
+
+  TileTokens(const I16Activations& a, int64_t t0) {
+    for (int t = 0; t < kNT; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
+  }
+  // Unit u's partial for token t.
+  float* partial(int t, int64_t u) { return partials + (t * kPartials + u % kPartials) * kGroupRows; }
+  void store(float* y, int64_t y_stride) const {
+    for (int t = 0; t < kNT; ++t) StoreGroupOutputs(partials + t * kPartials * kGroupRows, y + t * y_stride);
+  }
+};
+
 // kNT tokens from t0 against one group: y [kNT][8] (y_stride apart). One group at a time: two
 // groups' columns read side by side, as the tiles do, streamed from memory at half the speed on
 // Zen 4 (two streams 4 KiB apart, for a 896-column matrix).
@@ -984,9 +1001,8 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
   const D16 d16;
   const DF df;
   const int64_t units = a.cols / 32;
-  alignas(64) float partials[kNT * kPartials * kGroupRows] = {};
-  const int16_t* xq[kNT];
-  for (int t = 0; t < kNT; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
+  TileTokens<kNT> tokens(a, t0);
+  const int16_t* const* xq = tokens.xq;
   for (int64_t u = 0; u < units; ++u) {
     const uint8_t* column = group + u * C::kBytes;
     if (prefetch)
@@ -1012,12 +1028,12 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
       const size_t at = static_cast<size_t>((t0 + t) * units + u);
       auto sum = hn::Add(dot[t], unused[t]);
       if constexpr (C::kZero != 0) sum = hn::Sub(sum, hn::Set(d32, C::kZero * a.qsum[at]));
-      float* partial = partials + (t * kPartials + u % kPartials) * kGroupRows;
+      float* partial = tokens.partial(t, u);
       const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
       hn::StoreU(hn::Add(hn::LoadU(df, partial), product), df, partial);
     }
   }
-  for (int t = 0; t < kNT; ++t) StoreGroupOutputs(partials + t * kPartials * kGroupRows, y + t * y_stride);
+  tokens.store(y, y_stride);
 }
 
 // The same for Q4_K columns: per column, the 8 sub-blocks' scales and offsets for the 8 rows, then
@@ -1030,9 +1046,8 @@ HWY_INLINE void KColumnTile(const uint8_t* group, const I16Activations& a, int64
   const D16 d16;
   const DF df;
   const int64_t units = a.cols / 32;
-  alignas(64) float partials[kNT * kPartials * kGroupRows] = {};
-  const int16_t* xq[kNT];
-  for (int t = 0; t < kNT; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
+  TileTokens<kNT> tokens(a, t0);
+  const int16_t* const* xq = tokens.xq;
   for (int64_t u0 = 0; u0 < units; u0 += C::kUnits) {
     const uint8_t* column = group + u0 / C::kUnits * C::kBytes;
     if (prefetch)
@@ -1061,7 +1076,7 @@ HWY_INLINE void KColumnTile(const uint8_t* group, const I16Activations& a, int64
         KEEL_UNROLL_TOKENS
         for (int t = 0; t < kNT; ++t) {
           const size_t at = static_cast<size_t>((t0 + t) * units + u0 + j);
-          float* partial = partials + (t * kPartials + j) * kGroupRows;  // (u0 + j) % 8 == j
+          float* partial = tokens.partial(t, u0 + j);
           const auto sum = hn::Add(dot[h][t], unused[h][t]);
           const auto product = hn::Mul(hn::Mul(scale[j], hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
           const auto p = hn::Add(hn::LoadU(df, partial), product);
@@ -1070,7 +1085,7 @@ HWY_INLINE void KColumnTile(const uint8_t* group, const I16Activations& a, int64
       }
     }
   }
-  for (int t = 0; t < kNT; ++t) StoreGroupOutputs(partials + t * kPartials * kGroupRows, y + t * y_stride);
+  tokens.store(y, y_stride);
 }
 
 // kNT tokens from t0 against the groups of rows [r0, r1), whole groups.
