@@ -29,6 +29,7 @@ using D32 = hn::Repartition<int32_t, D16>;
 using DF = hn::Rebind<float, D32>;
 using DU8 = hn::Rebind<uint8_t, D16>;
 using DI8 = hn::Rebind<int8_t, D16>;
+using DB = hn::Repartition<uint8_t, D16>;  // as many bytes as D16's vector holds
 using V16 = hn::Vec<D16>;
 
 // The code lambdas run once per vector in the innermost loop: inlined even at -O2 (the sanitized
@@ -786,7 +787,7 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #endif
 }
 
-// ---- Interleaved rows (interleaved_rows.h: Q4_0, Q5_0, Q8_0, Q4_K, MXFP4), on the targets with
+// ---- Interleaved rows (interleaved_rows.h: Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, MXFP4), on the targets with
 // 8-row groups (AVX2 and up): a group of 8 rows is read as the file's codes, in place. A block
 // column is the 8 rows' scales and loads of 16 bytes, each widened to pairs of codes of all 8 rows
 // (for the 4-bit formats, one pair from the low nibbles and another from the high ones): for
@@ -800,15 +801,43 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #undef KEEL_INTERLEAVED_GROUPS
 #define KEEL_INTERLEAVED_GROUPS (KEEL_GROUP_TILES && HWY_TARGET <= HWY_AVX2)
 #if KEEL_INTERLEAVED_GROUPS
-// A format's block columns: kBytes a column (8 headers, then the 8 rows' codes), kZero its code
-// offset, Scales the 8 rows' block scales, Pairs the codes of pairs c (elements 2c, 2c + 1: low)
-// and c + 8 (2c + 16, 2c + 17: high) of each row, a row's pair in each int32 lane, kZero not taken
-// off. For the 4-bit formats both come from one 16-byte chunk (low and high nibbles).
+// A format's block columns (C = Columns<F>): kBytes a column (a block of each of the 8 rows), kUnits
+// its units of 32 elements, made kShared at a time (units whose codes come from the same loads),
+// kZero the code offset. ReadHead(column) reads what its units scale by: Scale(head, j) unit j's
+// weight scales for the 8 rows, and where kHasOffsets, Offset(head, j) its offsets (Q4_K's
+// -(dmin * m)). Units<G>(column).Pairs(c, low, high) gives, for unit k of the G-th kShared, the
+// codes of pairs c (elements 2c, 2c + 1) in low[k] and c + 8 (2c + 16, 2c + 17) in high[k], a
+// row's pair in each int32 lane, kZero not taken off.
 template <class F>
 struct Columns;
 
+// The formats of one unit a column (Q4_0, MXFP4, Q8_0, Q5_0), from C's Scales and Pairs. For the
+// 4-bit formats both pairs come from one 16-byte chunk (low and high nibbles).
+template <class C>
+struct OneUnitColumns {
+  static constexpr int kUnits = 1, kShared = 1;
+  using Head = hn::Vec<DF>;
+  HWY_INLINE static Head ReadHead(const uint8_t* column) { return C::Scales(column); }
+  HWY_INLINE static hn::Vec<DF> Scale(const Head& h, int) { return h; }
+  template <int G>
+  struct Units {
+    const uint8_t* column;
+    HWY_INLINE explicit Units(const uint8_t* c) : column(c) {}
+    HWY_INLINE void Pairs(int c, V16* low, V16* high) const { C::Pairs(column, c, low[0], high[0]); }
+  };
+};
+
+// f(std::integral_constant<int, 0>()), .., f(std::integral_constant<int, kN - 1>()): an index a
+// constant in each call, so that the shifts and load offsets it picks are too.
+template <int kN, class F>
+HWY_INLINE void Unrolled(const F& f) {
+  [&]<int... kI>(std::integer_sequence<int, kI...>) KEEL_INLINE_LAMBDA {
+    (f(std::integral_constant<int, kI>()), ...);
+  }(std::make_integer_sequence<int, kN>());
+}
+
 template <>
-struct Columns<Q4_0K> {
+struct Columns<Q4_0K> : OneUnitColumns<Columns<Q4_0K>> {
   static constexpr int64_t kHeader = 2, kBytes = kInterleavedRows * 18;
   static constexpr int kZero = 8;
   HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) {  // f16 d
@@ -823,7 +852,7 @@ struct Columns<Q4_0K> {
 };
 
 template <>
-struct Columns<Mxfp4K> {
+struct Columns<Mxfp4K> : OneUnitColumns<Columns<Mxfp4K>> {
   static constexpr int64_t kHeader = 1, kBytes = kInterleavedRows * 17;
   static constexpr int kZero = 0;
   HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) {  // 2^(e - 128) from e8m0 e
@@ -841,7 +870,7 @@ struct Columns<Mxfp4K> {
 };
 
 template <>
-struct Columns<Q8_0K> {
+struct Columns<Q8_0K> : OneUnitColumns<Columns<Q8_0K>> {
   static constexpr int64_t kHeader = 2, kBytes = kInterleavedRows * 34;
   static constexpr int kZero = 0;
   HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) { return Columns<Q4_0K>::Scales(column); }
@@ -855,7 +884,7 @@ struct Columns<Q8_0K> {
 // halves of the 8 rows (bit j is bit 4 of element j), then the codes as Q4_0's. Each row's qh half
 // is set in both int16 lanes of its pair, and lane k of pair c keeps bit 2c + k.
 template <>
-struct Columns<Q5_0K> {
+struct Columns<Q5_0K> : OneUnitColumns<Columns<Q5_0K>> {
   static constexpr int64_t kBytes = kInterleavedRows * 22;
   static constexpr int kZero = 16;
   HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) { return Columns<Q4_0K>::Scales(column); }
@@ -878,17 +907,22 @@ struct Columns<Q5_0K> {
 };
 
 // Q4_K: all of a block's 144 bytes in chunks of 2 (no header apart), so a column (1152 bytes) is
-// d of the 8 rows (16 bytes), dmin, the 12 scale bytes in 6 chunks, then the codes: chunk 16i + p
+// d of the 8 rows (16 bytes), dmin, the 12 scale bytes in 6 chunks, then the codes: chunk 8 + 16i + p
 // is code bytes 32i + 2p, 32i + 2p + 1, whose low nibbles are pair p of sub-block 2i and high
-// nibbles pair p of sub-block 2i + 1. A column holds 8 units (kUnits); its scales and offsets are
-// formed for the 8 rows at once, as QK45::ReadInto forms them for one (d * sc, -(dmin * m)).
+// nibbles pair p of sub-block 2i + 1. Its 8 sub-blocks' scales and offsets are formed for the 8
+// rows at once, as QK45::ReadInto forms them for one (d * sc, -(dmin * m)).
 template <>
 struct Columns<QK45<false>> {
-  static constexpr int64_t kBytes = kInterleavedRows * 144, kUnits = 8, kCodes = 8 * 16;
-  static constexpr int kZero = 0;
+  static constexpr int64_t kBytes = kInterleavedRows * 144;
+  static constexpr int kUnits = 8, kShared = 2, kZero = 0;
   static constexpr bool kHasOffsets = true;
-  // scale[j], offset[j]: sub-block j of the 8 rows.
-  HWY_INLINE static void ScalesOffsets(const uint8_t* column, hn::Vec<DF>* scale, hn::Vec<DF>* offset) {
+  struct Head {
+    hn::Vec<DF> scale[8], offset[8];  // sub-block j of the 8 rows
+  };
+  HWY_INLINE static hn::Vec<DF> Scale(const Head& h, int j) { return h.scale[j]; }
+  HWY_INLINE static hn::Vec<DF> Offset(const Head& h, int j) { return h.offset[j]; }
+  HWY_INLINE static Head ReadHead(const uint8_t* column) {
+    Head h;
     const D32 d32;
     const DF df;
     const hn::Rebind<hwy::float16_t, DF> dh;
@@ -900,6 +934,7 @@ struct Columns<QK45<false>> {
       return k % 2 == 0 ? hn::And(pair, hn::Set(d32, 0xff)) : hn::ShiftRight<16>(pair);
     };
     const auto m63 = hn::Set(d32, 63), m15 = hn::Set(d32, 15);
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       hn::Vec<D32> sc, m;
       if (j < 4) {
@@ -910,16 +945,88 @@ struct Columns<QK45<false>> {
         sc = hn::Or(hn::And(hi, m15), hn::ShiftLeft<4>(hn::ShiftRight<6>(byte(j - 4))));
         m = hn::Or(hn::ShiftRight<4>(hi), hn::ShiftLeft<4>(hn::ShiftRight<6>(byte(j))));
       }
-      scale[j] = hn::Mul(d, hn::ConvertTo(df, sc));
-      offset[j] = hn::Neg(hn::Mul(dmin, hn::ConvertTo(df, m)));
+      h.scale[j] = hn::Mul(d, hn::ConvertTo(df, sc));
+      h.offset[j] = hn::Neg(hn::Mul(dmin, hn::ConvertTo(df, m)));
     }
+    return h;
   }
-  // Pair p of sub-blocks 2i (low) and 2i + 1 (high).
-  HWY_INLINE static void Pairs(const uint8_t* column, int i, int p, V16& low, V16& high) {
-    const V16 b = bytes_u(column + 128 + 16 * (16 * i + p));
-    low = hn::And(b, hn::Set(D16(), 15));
-    high = hn::ShiftRight<4>(b);
-  }
+  // Sub-blocks 2G (the low nibbles) and 2G + 1 (the high ones): pair c of both is chunk 16G + c.
+  template <int G>
+  struct Units {
+    const uint8_t* codes;
+    HWY_INLINE explicit Units(const uint8_t* column) : codes(column + 16 * (8 + 16 * G)) {}
+    HWY_INLINE void Pairs(int c, V16* low, V16* high) const {
+      const D16 d16;
+      const V16 b = bytes_u(codes + 16 * c), b8 = bytes_u(codes + 16 * (c + 8));
+      low[0] = hn::And(b, hn::Set(d16, 15));
+      low[1] = hn::ShiftRight<4>(b);
+      high[0] = hn::And(b8, hn::Set(d16, 15));
+      high[1] = hn::ShiftRight<4>(b8);
+    }
+  };
+};
+
+
+// Q6_K: all of a block's 210 bytes in chunks of 2, so a column (1680 bytes) is the 8 rows' ql in
+// chunks 0-63, qh in 64-95, the int8 scales in 96-103 and d in 104. Unit j = 4n + k (elements
+// 128n + 32k ..) takes pair p's low four bits from the low (k < 2) or high nibbles of ql chunk
+// 32n + 16(k % 2) + p, its top two from bits 2k, 2k + 1 of qh chunk 64 + 16n + p, and the scale of
+// its first (p < 8) or last 16 elements from the even or odd bytes of scale chunk 96 + 4n + k. The
+// codes are (bits - 32) * scale, as Q6_KK makes them, against the block's d.
+template <>
+struct Columns<Q6_KK> {
+  static constexpr int64_t kBytes = kInterleavedRows * 210;
+  static constexpr int kUnits = 8, kShared = 4, kZero = 0;
+  using Head = hn::Vec<DF>;  // d
+  HWY_INLINE static Head ReadHead(const uint8_t* column) { return Columns<Q4_0K>::Scales(column + 16 * 104); }
+  HWY_INLINE static hn::Vec<DF> Scale(const Head& d, int) { return d; }
+  // Units 4n .. 4n + 3 (n = G), which share their ql and qh loads.
+  template <int G>
+  struct Units {
+    const uint8_t* ql;  // units 4n and 4n + 2; 16 chunks on, 4n + 1 and 4n + 3
+    const uint8_t* qh;
+    V16 scale_low[4], scale_high[4];  // each row's scale in both lanes of its pairs: elements 0-15, 16-31
+
+    HWY_INLINE explicit Units(const uint8_t* column) : ql(column + 16 * 32 * G), qh(column + 16 * (64 + 16 * G)) {
+      const D32 d32;
+      const D16 d16;
+      for (int k = 0; k < 4; ++k) {
+        // Row r's two scales, sign-extended, in the halves of int32 lane r.
+        const auto both = hn::BitCast(d32, bytes_i(column + 16 * (96 + 4 * G + k)));
+        const auto low = hn::And(both, hn::Set(d32, 0xffff)), high = hn::ShiftRight<16>(both);
+        scale_low[k] = hn::BitCast(d16, hn::Or(low, hn::ShiftLeft<16>(low)));
+        scale_high[k] = hn::BitCast(d16, hn::Or(hn::And(high, hn::Set(d32, 0xffff)), hn::ShiftLeft<16>(high)));
+      }
+    }
+    // Pairs c and c + 8 made as bytes, 32 at a time (chunk c in the low half, c + 8 in the high),
+    // then widened: half the instructions of making each in int16 lanes.
+    HWY_INLINE void Pairs(int c, V16* low, V16* high) const {
+      const D16 d16;
+      const DB db;
+      const hn::Half<DB> dh;
+      const hn::Repartition<int8_t, decltype(dh)> dh8;
+      auto two_chunks = [&](const uint8_t* p) KEEL_INLINE_LAMBDA {
+        return hn::Combine(db, hn::LoadU(dh, p + 16 * (c + 8)), hn::LoadU(dh, p + 16 * c));
+      };
+      const auto l02 = two_chunks(ql), l13 = two_chunks(ql + 16 * 16);
+      const auto h = hn::BitCast(d16, two_chunks(qh));
+      Unrolled<4>([&](auto k) KEEL_INLINE_LAMBDA {
+        constexpr int kK = decltype(k)::value;
+        // Shifts of 16-bit lanes; the masks keep each byte's own bits.
+        const auto l = kK % 2 == 0 ? l02 : l13;
+        const auto four = kK < 2 ? l : hn::BitCast(db, hn::ShiftRight<4>(hn::BitCast(d16, l)));
+        // Bits 2k, 2k + 1 of qh moved to bits 4, 5 by one shift.
+        const auto moved = hn::BitCast(db, kK == 0   ? hn::ShiftLeft<4>(h)
+                                           : kK == 1 ? hn::ShiftLeft<2>(h)
+                                           : kK == 2 ? h
+                                                     : hn::ShiftRight<2>(h));
+        const auto bits = hn::Or(hn::And(four, hn::Set(db, 15)), hn::And(moved, hn::Set(db, 0x30)));
+        const auto codes = hn::BitCast(hn::Repartition<int8_t, DB>(), hn::Sub(bits, hn::Set(db, 32)));  // -32 .. 31
+        low[kK] = hn::Mul(hn::PromoteTo(d16, hn::LowerHalf(dh8, codes)), scale_low[kK]);
+        high[kK] = hn::Mul(hn::PromoteTo(d16, hn::UpperHalf(dh8, codes)), scale_high[kK]);
+      });
+    }
+  };
 };
 
 // The rows of F are read from columns here (a RowOf of interleaved rows).
@@ -928,49 +1035,53 @@ constexpr bool kFromColumns = false;
 template <class F>
 constexpr bool kFromColumns<InterleavedGgmlRow<F>> = requires { Columns<F>::kBytes; };
 
+// Whether C's units have offset terms (Q4_K's -(dmin * m)).
+template <class C>
+constexpr bool kColumnOffsets = requires { C::kHasOffsets; };
+
 // Cache lines to ask for ahead of each column: a line at each 64 bytes of it and one more, so that
 // none of a column's lines is left out wherever it starts.
 template <class C>
 constexpr int64_t kColumnLines = C::kBytes / 64 + 1;
+
+// Those lines, the G-th share of them for the G-th kShared units: a column's lines asked for a
+// part at a time, not all at once (27 lines of Q6_K at once stall on the core's outstanding misses).
+template <class C>
+HWY_INLINE void PrefetchColumnPart(const uint8_t* column, int g) {
+  constexpr int64_t kParts = C::kUnits / C::kShared, kPer = (kColumnLines<C> + kParts - 1) / kParts;
+  for (int64_t line = g * kPer; line < std::min<int64_t>((g + 1) * kPer, kColumnLines<C>); ++line)
+    prefetch_at(column, kPrefetchAhead + 64 * line);
+}
 
 // A group's RowGroup for the tiles, straight from its columns.
 template <class C>
 HWY_INLINE void GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g) {
   const D16 d16;
   const DF df;
-  if constexpr (requires { C::kUnits; }) {  // Q4_K: 8 units a column
-    for (int64_t u0 = 0; u0 < units; u0 += C::kUnits) {
-      const uint8_t* column = group + u0 / C::kUnits * C::kBytes;
-      for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
-      hn::Vec<DF> scale[8], offset[8];
-      C::ScalesOffsets(column, scale, offset);
-      for (int j = 0; j < 8; ++j) {
-        hn::StoreU(scale[j], df, g.scales + (u0 + j) * kGroupRows);
-        hn::StoreU(offset[j], df, g.offsets + (u0 + j) * kGroupRows);
-      }
-      for (int i = 0; i < 4; ++i)
-        for (int p = 0; p < 16; ++p) {
-          V16 low, high;
-          C::Pairs(column, i, p, low, high);
-          hn::StoreU(low, d16, reinterpret_cast<int16_t*>(g.codes + ((u0 + 2 * i) * 16 + p) * kGroupRows));
-          hn::StoreU(high, d16, reinterpret_cast<int16_t*>(g.codes + ((u0 + 2 * i + 1) * 16 + p) * kGroupRows));
-        }
+  const auto zero = hn::Set(d16, C::kZero);
+  for (int64_t u0 = 0; u0 < units; u0 += C::kUnits) {
+    const uint8_t* column = group + u0 / C::kUnits * C::kBytes;
+    for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
+    const typename C::Head head = C::ReadHead(column);
+    for (int j = 0; j < C::kUnits; ++j) {
+      hn::StoreU(C::Scale(head, j), df, g.scales + (u0 + j) * kGroupRows);
+      if constexpr (kColumnOffsets<C>) hn::StoreU(C::Offset(head, j), df, g.offsets + (u0 + j) * kGroupRows);
+      else hn::StoreU(hn::Zero(df), df, g.offsets + (u0 + j) * kGroupRows);
     }
-  } else {
-    const auto zero = hn::Set(d16, C::kZero);
-    for (int64_t u = 0; u < units; ++u) {
-      const uint8_t* column = group + u * C::kBytes;
-      for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
-      hn::StoreU(C::Scales(column), df, g.scales + u * kGroupRows);
-      hn::StoreU(hn::Zero(df), df, g.offsets + u * kGroupRows);
-      auto* codes = reinterpret_cast<int16_t*>(g.codes + u * 16 * kGroupRows);  // [pair][8 rows][2]
+    Unrolled<C::kUnits / C::kShared>([&](auto shared_index) KEEL_INLINE_LAMBDA {
+      constexpr int kG = decltype(shared_index)::value;
+      const typename C::template Units<kG> shared(column);
       for (int c = 0; c < 8; ++c) {
-        V16 low, high;
-        C::Pairs(column, c, low, high);
-        hn::StoreU(hn::Sub(low, zero), d16, codes + c * 2 * kGroupRows);
-        hn::StoreU(hn::Sub(high, zero), d16, codes + (c + 8) * 2 * kGroupRows);
+        V16 low[C::kShared], high[C::kShared];
+        shared.Pairs(c, low, high);
+        for (int k = 0; k < C::kShared; ++k) {
+          // [pair][8 rows][2]
+          auto* codes = reinterpret_cast<int16_t*>(g.codes + (u0 + kG * C::kShared + k) * 16 * kGroupRows);
+          hn::StoreU(hn::Sub(low[k], zero), d16, codes + c * 2 * kGroupRows);
+          hn::StoreU(hn::Sub(high[k], zero), d16, codes + (c + 8) * 2 * kGroupRows);
+        }
       }
-    }
+    });
   }
 }
 
@@ -991,99 +1102,63 @@ struct TileTokens {
   }
 };
 
-// kNT tokens from t0 against one group: y [kNT][8] (y_stride apart). One group at a time: two
-// groups' columns read side by side, as the tiles do, streamed from memory at half the speed on
-// Zen 4 (two streams 4 KiB apart, for a 896-column matrix).
+// kNT tokens from t0 against one group: y [kNT][8] (y_stride apart). Per column, its head; per
+// kShared units, their codes multiplied with broadcast activation pairs, then each unit's float work
+// once for the 8 rows, as RowTokens runs it. One group at a time: two groups' columns read side by
+// side, as the tiles do, streamed from memory at half the speed on Zen 4 (two streams 4 KiB apart,
+// for a 896-column matrix).
 template <class C, int kNT>
 HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_t t0, bool prefetch, float* y,
                            int64_t y_stride) {
   const D32 d32;
   const D16 d16;
   const DF df;
-  const int64_t units = a.cols / 32;
-  TileTokens<kNT> tokens(a, t0);
-  const int16_t* const* xq = tokens.xq;
-  for (int64_t u = 0; u < units; ++u) {
-    const uint8_t* column = group + u * C::kBytes;
-    if (prefetch)
-      for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
-    hn::Vec<D32> dot[kNT], unused[kNT];
-    for (int t = 0; t < kNT; ++t) dot[t] = unused[t] = hn::Zero(d32);
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) {
-      V16 low, high;
-      C::Pairs(column, c, low, high);
-      KEEL_UNROLL_TOKENS
-      for (int t = 0; t < kNT; ++t) {
-        int32_t xl, xh;
-        std::memcpy(&xl, xq[t] + 32 * u + 2 * c, 4);
-        std::memcpy(&xh, xq[t] + 32 * u + 16 + 2 * c, 4);
-        dot[t] = hn::ReorderWidenMulAccumulate(d32, low, hn::BitCast(d16, hn::Set(d32, xl)), dot[t], unused[t]);
-        dot[t] = hn::ReorderWidenMulAccumulate(d32, high, hn::BitCast(d16, hn::Set(d32, xh)), dot[t], unused[t]);
-      }
-    }
-    const auto scale = C::Scales(column);
-    KEEL_UNROLL_TOKENS
-    for (int t = 0; t < kNT; ++t) {
-      const size_t at = static_cast<size_t>((t0 + t) * units + u);
-      auto sum = hn::Add(dot[t], unused[t]);
-      if constexpr (C::kZero != 0) sum = hn::Sub(sum, hn::Set(d32, C::kZero * a.qsum[at]));
-      float* partial = tokens.partial(t, u);
-      const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
-      hn::StoreU(hn::Add(hn::LoadU(df, partial), product), df, partial);
-    }
-  }
-  tokens.store(y, y_stride);
-}
-
-// The same for Q4_K columns: per column, the 8 sub-blocks' scales and offsets for the 8 rows, then
-// sub-blocks 2i and 2i + 1 together (one load gives a pair of each), each unit's float work with
-// its offset term, as RowTokens runs it.
-template <class C, int kNT>
-HWY_INLINE void KColumnTile(const uint8_t* group, const I16Activations& a, int64_t t0, bool prefetch, float* y,
-                            int64_t y_stride) {
-  const D32 d32;
-  const D16 d16;
-  const DF df;
+  constexpr int kS = C::kShared;
   const int64_t units = a.cols / 32;
   TileTokens<kNT> tokens(a, t0);
   const int16_t* const* xq = tokens.xq;
   for (int64_t u0 = 0; u0 < units; u0 += C::kUnits) {
     const uint8_t* column = group + u0 / C::kUnits * C::kBytes;
-    if (prefetch)
-      for (int64_t line = 0; line < kColumnLines<C>; ++line) prefetch_at(column, kPrefetchAhead + 64 * line);
-    hn::Vec<DF> scale[8], offset[8];
-    C::ScalesOffsets(column, scale, offset);
-    for (int i = 0; i < 4; ++i) {
-      hn::Vec<D32> dot[2][kNT], unused[2][kNT];
-      for (int t = 0; t < kNT; ++t) dot[0][t] = dot[1][t] = unused[0][t] = unused[1][t] = hn::Zero(d32);
-#pragma GCC unroll 16
-      for (int p = 0; p < 16; ++p) {
-        V16 low, high;
-        C::Pairs(column, i, p, low, high);
+    const typename C::Head head = C::ReadHead(column);
+    Unrolled<C::kUnits / kS>([&](auto shared_index) KEEL_INLINE_LAMBDA {
+      constexpr int kG = decltype(shared_index)::value;
+      if (prefetch) PrefetchColumnPart<C>(column, kG);
+      const typename C::template Units<kG> shared(column);
+      const int64_t first = u0 + kG * kS;  // the first of the kS units
+      hn::Vec<D32> dot[kS][kNT], unused[kS][kNT];
+      for (int k = 0; k < kS; ++k)
+        for (int t = 0; t < kNT; ++t) dot[k][t] = unused[k][t] = hn::Zero(d32);
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        V16 low[kS], high[kS];
+        shared.Pairs(c, low, high);
+        KEEL_UNROLL_TOKENS
+        for (int t = 0; t < kNT; ++t)
+          for (int k = 0; k < kS; ++k) {
+            int32_t xl, xh;
+            std::memcpy(&xl, xq[t] + 32 * (first + k) + 2 * c, 4);
+            std::memcpy(&xh, xq[t] + 32 * (first + k) + 16 + 2 * c, 4);
+            const auto vl = hn::BitCast(d16, hn::Set(d32, xl)), vh = hn::BitCast(d16, hn::Set(d32, xh));
+            dot[k][t] = hn::ReorderWidenMulAccumulate(d32, low[k], vl, dot[k][t], unused[k][t]);
+            dot[k][t] = hn::ReorderWidenMulAccumulate(d32, high[k], vh, dot[k][t], unused[k][t]);
+          }
+      }
+      for (int k = 0; k < kS; ++k) {
+        const int64_t u = first + k;
+        const auto scale = C::Scale(head, kG * kS + k);
         KEEL_UNROLL_TOKENS
         for (int t = 0; t < kNT; ++t) {
-          int32_t xl, xh;
-          std::memcpy(&xl, xq[t] + 32 * (u0 + 2 * i) + 2 * p, 4);
-          std::memcpy(&xh, xq[t] + 32 * (u0 + 2 * i + 1) + 2 * p, 4);
-          const auto vl = hn::BitCast(d16, hn::Set(d32, xl)), vh = hn::BitCast(d16, hn::Set(d32, xh));
-          dot[0][t] = hn::ReorderWidenMulAccumulate(d32, low, vl, dot[0][t], unused[0][t]);
-          dot[1][t] = hn::ReorderWidenMulAccumulate(d32, high, vh, dot[1][t], unused[1][t]);
+          const size_t at = static_cast<size_t>((t0 + t) * units + u);
+          auto sum = hn::Add(dot[k][t], unused[k][t]);
+          if constexpr (C::kZero != 0) sum = hn::Sub(sum, hn::Set(d32, C::kZero * a.qsum[at]));
+          float* partial = tokens.partial(t, u);
+          const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
+          auto p = hn::Add(hn::LoadU(df, partial), product);
+          if constexpr (kColumnOffsets<C>) p = hn::Add(p, hn::Mul(C::Offset(head, kG * kS + k), hn::Set(df, a.sum[at])));
+          hn::StoreU(p, df, partial);
         }
       }
-      for (int h = 0; h < 2; ++h) {
-        const int j = 2 * i + h;
-        KEEL_UNROLL_TOKENS
-        for (int t = 0; t < kNT; ++t) {
-          const size_t at = static_cast<size_t>((t0 + t) * units + u0 + j);
-          float* partial = tokens.partial(t, u0 + j);
-          const auto sum = hn::Add(dot[h][t], unused[h][t]);
-          const auto product = hn::Mul(hn::Mul(scale[j], hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
-          const auto p = hn::Add(hn::LoadU(df, partial), product);
-          hn::StoreU(hn::Add(p, hn::Mul(offset[j], hn::Set(df, a.sum[at]))), df, partial);
-        }
-      }
-    }
+    });
   }
   tokens.store(y, y_stride);
 }
@@ -1092,12 +1167,8 @@ HWY_INLINE void KColumnTile(const uint8_t* group, const I16Activations& a, int64
 template <class C, int kNT>
 void ColumnTokens(const GgmlRows& w, const I16Activations& a, int64_t t0, int64_t r0, int64_t r1, float* y,
                   int64_t y_stride) {
-  for (int64_t g = r0; g < r1; g += kGroupRows) {
-    if constexpr (requires { C::kUnits; })
-      KColumnTile<C, kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
-    else
-      ColumnTile<C, kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
-  }
+  for (int64_t g = r0; g < r1; g += kGroupRows)
+    ColumnTile<C, kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
 }
 #endif  // KEEL_INTERLEAVED_GROUPS
 
@@ -1127,7 +1198,7 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
   bool has_offsets = false;
 #if KEEL_INTERLEAVED_GROUPS
   if constexpr (kFromColumns<RowOf>) {  // whole groups (Gemm)
-    has_offsets = requires { Columns<typename RowOf::Format>::kHasOffsets; };
+    has_offsets = kColumnOffsets<Columns<typename RowOf::Format>>;
     for (int64_t gi = 0; gi < groups; ++gi)
       GroupFromColumns<Columns<typename RowOf::Format>>(w.data + (r0 + gi * kGroupRows) * w.row_bytes, units,
                                                         group(gi));
@@ -1233,16 +1304,8 @@ void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t 
   Products<InterleavedGgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
 }
 
-// Whether this target reads interleaved rows of f in row groups (interleaved_rows.h).
-bool ReadsInterleavedRows(WeightFormat f) {
-#if KEEL_INTERLEAVED_GROUPS
-  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0 || f == WeightFormat::Q4_K ||
-         f == WeightFormat::Q5_0;
-#else
-  (void)f;
-  return false;
-#endif
-}
+// Whether this target reads interleaved rows in row groups (interleaved_rows.h).
+bool ReadsInterleavedRows() { return KEEL_INTERLEAVED_GROUPS; }
 
 void GemmMlxI16(const MlxRows& m, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
                 int64_t y_stride) {
@@ -1276,7 +1339,7 @@ HWY_EXPORT(GemmMlxI16);
 HWY_EXPORT(ReadsInterleavedRows);
 
 bool i16_reads_interleaved_rows(WeightFormat f) {
-  return ggml_interleavable(f) && HWY_DYNAMIC_DISPATCH(ReadsInterleavedRows)(f);
+  return ggml_interleavable(f) && HWY_DYNAMIC_DISPATCH(ReadsInterleavedRows)();
 }
 
 int16_t i16_activation_limit(WeightFormat f) { return f == WeightFormat::Q6_K ? 16383 : 32767; }

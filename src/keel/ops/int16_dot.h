@@ -49,7 +49,8 @@ int16_t i16_activation_limit(WeightFormat f);
 // Whether gemm_ggml_i16 has a kernel for this format (every ggml block format keel reads).
 bool ggml_i16_supported(WeightFormat f);
 // Whether this CPU's target reads rows of f faster interleaved (interleaved_rows.h): x86 targets
-// with 8-row groups, for Q4_0, Q5_0, Q8_0, Q4_K and MXFP4. Interleaved rows run on every target, with the same bits.
+// with 8-row groups, for Q4_0, Q5_0, Q8_0, Q4_K, Q6_K and MXFP4. Interleaved rows run on every
+// target, with the same bits.
 bool i16_reads_interleaved_rows(WeightFormat f);
 // Whether gemm_mlx_i16 runs these rows (4 or 8 bits, groups a multiple of 32 that divide the row).
 bool mlx_i16_supported(const MlxRows& w);

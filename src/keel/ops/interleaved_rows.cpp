@@ -18,16 +18,18 @@ BlockParts parts_of(WeightFormat f) {
   if (f == WeightFormat::Q4_0) return {2, 16};
   if (f == WeightFormat::MXFP4_GGUF) return {1, 16};
   if (f == WeightFormat::Q8_0) return {2, 32};
+  // Every byte in chunks: Q5_0's d and qh, Q4_K's d, dmin and scale bytes, Q6_K's scales and d.
+  if (f == WeightFormat::Q5_0) return {0, 22};
   if (f == WeightFormat::Q4_K) return {0, 144};
-  if (f == WeightFormat::Q5_0) return {0, 22};  // d, qh's halves and the codes, all in chunks  // every byte in chunks: d, dmin and the scales too
+  if (f == WeightFormat::Q6_K) return {0, 210};
   throw InternalError(std::string("rows of ") + weight_format_name(f) + " are not interleaved");
 }
 
 }  // namespace
 
 bool ggml_interleavable(WeightFormat f) {
-  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0 || f == WeightFormat::Q4_K ||
-         f == WeightFormat::Q5_0;
+  return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0 || f == WeightFormat::Q5_0 ||
+         f == WeightFormat::Q4_K || f == WeightFormat::Q6_K;
 }
 
 // The group's columns for blocks of kHeader + kCodes bytes (constants, so the copies unroll: a
@@ -56,6 +58,7 @@ void interleave_ggml_group(WeightFormat f, const uint8_t* rows, int64_t cols, ui
   if (p.header == 2 && p.codes == 32) return interleave_group<2, 32>(rows, blocks, out);
   if (p.header == 0 && p.codes == 144) return interleave_group<0, 144>(rows, blocks, out);
   if (p.header == 0 && p.codes == 22) return interleave_group<0, 22>(rows, blocks, out);
+  if (p.header == 0 && p.codes == 210) return interleave_group<0, 210>(rows, blocks, out);
   throw InternalError(std::string("no interleaving for ") + weight_format_name(f));
 }
 

@@ -7,26 +7,30 @@
 //   - GemvRows (simd_kernels.cpp), four rows at a time, asks for the next four rows line by line
 //     as it reads the current four;
 //   - the int16 products (int16_dot.cpp), one row at a time, ask for the bytes kPrefetchAhead
-//     beyond the row's start (prefetch_ahead);
+//     beyond the row's start (prefetch_ahead); on interleaved rows, the lines kPrefetchAhead
+//     beyond each block column, a part before each few units;
 //   - the AVX-512 kernels (*_x86.cpp) ask for the bytes 4 KiB beyond the ones they read.
 //
 // Stateless; callable from any thread. A prefetch never faults, so the addresses may run past the
 // end of a matrix: they are formed as integers, not as pointers into it.
 #include <cstdint>
 
+#include "hwy/base.h"
 #include "hwy/cache_control.h"
 
 namespace keel::ops {
 
 inline constexpr int64_t kPrefetchAhead = 8192;  // bytes: a few rows of a small matrix
 
-// Prefetches the cache line at p + offset bytes.
-inline void prefetch_at(const void* p, int64_t offset) {
+// Prefetches the cache line at p + offset bytes. Always inlined: GCC found an out-of-line
+// prefetch_at free of side effects and deleted its calls from the target-specific kernels
+// (int16_dot.cpp's interleaved columns ran with no prefetch at all until this was inlined).
+HWY_INLINE void prefetch_at(const void* p, int64_t offset) {
   hwy::Prefetch(reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(offset)));
 }
 
 // Prefetches the cache lines of [p + kPrefetchAhead, p + kPrefetchAhead + bytes).
-inline void prefetch_ahead(const void* p, int64_t bytes) {
+HWY_INLINE void prefetch_ahead(const void* p, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64) prefetch_at(p, kPrefetchAhead + i);
 }
 
