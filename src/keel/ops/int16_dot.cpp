@@ -855,10 +855,15 @@ template <>
 struct Columns<Mxfp4K> : OneUnitColumns<Columns<Mxfp4K>> {
   static constexpr int64_t kHeader = 1, kBytes = kInterleavedRows * 17;
   static constexpr int kZero = 0;
-  HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) {  // 2^(e - 128) from e8m0 e
-    alignas(32) uint32_t bits[kInterleavedRows];
-    for (int i = 0; i < kInterleavedRows; ++i) bits[i] = ggml_e8m0_half_bits(column[i]);
-    return hn::BitCast(DF(), hn::Load(hn::RebindToUnsigned<DF>(), bits));
+  // 2^(e - 128) from e8m0 e, as ggml_e8m0_half_bits forms it, for the 8 rows in one vector (a
+  // scalar loop's stores, read back as a vector, stalled every column).
+  HWY_INLINE static hn::Vec<DF> Scales(const uint8_t* column) {
+    const hn::RebindToUnsigned<DF> du;
+    const auto e = hn::PromoteTo(du, hn::LoadU(hn::Rebind<uint8_t, decltype(du)>(), column));
+    const auto one = hn::Set(du, 1u);
+    const auto normal = hn::ShiftLeft<23>(hn::Sub(e, one));
+    const auto subnormal = hn::Shl(hn::Set(du, 0x00200000u), e);  // e = 0 or 1
+    return hn::BitCast(DF(), hn::IfThenElse(hn::Lt(e, hn::Set(du, 2u)), subnormal, normal));
   }
   HWY_INLINE static void Pairs(const uint8_t* column, int c, V16& low, V16& high) {  // twice e2m1, by table
     const DI8 d8;
