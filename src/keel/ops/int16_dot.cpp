@@ -823,6 +823,7 @@ struct OneUnitColumns {
   struct Units {
     const uint8_t* column;
     HWY_INLINE explicit Units(const uint8_t* c) : column(c) {}
+    static constexpr int Unit(int) { return 0; }
     HWY_INLINE void Pairs(int c, V16* low, V16* high) const { C::Pairs(column, c, low[0], high[0]); }
   };
 };
@@ -960,6 +961,7 @@ struct Columns<QK45<false>> {
   struct Units {
     const uint8_t* codes;
     HWY_INLINE explicit Units(const uint8_t* column) : codes(column + 16 * (8 + 16 * G)) {}
+    static constexpr int Unit(int k) { return 2 * G + k; }
     HWY_INLINE void Pairs(int c, V16* low, V16* high) const {
       const D16 d16;
       const V16 b = bytes_u(codes + 16 * c), b8 = bytes_u(codes + 16 * (c + 8));
@@ -981,28 +983,33 @@ struct Columns<QK45<false>> {
 template <>
 struct Columns<Q6_KK> {
   static constexpr int64_t kBytes = kInterleavedRows * 210;
-  static constexpr int kUnits = 8, kShared = 4, kZero = 0;
+  static constexpr int kUnits = 8, kShared = 2, kZero = 0;
   using Head = hn::Vec<DF>;  // d
   HWY_INLINE static Head ReadHead(const uint8_t* column) { return Columns<Q4_0K>::Scales(column + 16 * 104); }
   HWY_INLINE static hn::Vec<DF> Scale(const Head& d, int) { return d; }
-  // Units 4n .. 4n + 3 (n = G), which share their ql and qh loads.
+  // Units 4n + h and 4n + h + 2 (n = G / 2, h = G % 2): the low and high nibbles of the same ql
+  // chunks, with qh's bits 2h, 2h + 1 and 2h + 4, 2h + 5. (Four units at once, sharing qh's
+  // loads too, spilled registers.)
   template <int G>
   struct Units {
-    const uint8_t* ql;  // units 4n and 4n + 2; 16 chunks on, 4n + 1 and 4n + 3
+    static constexpr int kN = G / 2, kH = G % 2;
+    const uint8_t* ql;
     const uint8_t* qh;
-    V16 scale_low[4], scale_high[4];  // each row's scale in both lanes of its pairs: elements 0-15, 16-31
+    V16 scale_low[2], scale_high[2];  // each row's scale in both lanes of its pairs: elements 0-15, 16-31
 
-    HWY_INLINE explicit Units(const uint8_t* column) : ql(column + 16 * 32 * G), qh(column + 16 * (64 + 16 * G)) {
+    HWY_INLINE explicit Units(const uint8_t* column)
+        : ql(column + 16 * (32 * kN + 16 * kH)), qh(column + 16 * (64 + 16 * kN)) {
       const D32 d32;
       const D16 d16;
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < 2; ++k) {
         // Row r's two scales, sign-extended, in the halves of int32 lane r.
-        const auto both = hn::BitCast(d32, bytes_i(column + 16 * (96 + 4 * G + k)));
+        const auto both = hn::BitCast(d32, bytes_i(column + 16 * (96 + 4 * kN + kH + 2 * k)));
         const auto low = hn::And(both, hn::Set(d32, 0xffff)), high = hn::ShiftRight<16>(both);
         scale_low[k] = hn::BitCast(d16, hn::Or(low, hn::ShiftLeft<16>(low)));
         scale_high[k] = hn::BitCast(d16, hn::Or(hn::And(high, hn::Set(d32, 0xffff)), hn::ShiftLeft<16>(high)));
       }
     }
+    static constexpr int Unit(int k) { return 4 * kN + kH + 2 * k; }
     // Pairs c and c + 8 made as bytes, 32 at a time (chunk c in the low half, c + 8 in the high),
     // then widened: half the instructions of making each in int16 lanes.
     HWY_INLINE void Pairs(int c, V16* low, V16* high) const {
@@ -1013,12 +1020,11 @@ struct Columns<Q6_KK> {
       auto two_chunks = [&](const uint8_t* p) KEEL_INLINE_LAMBDA {
         return hn::Combine(db, hn::LoadU(dh, p + 16 * (c + 8)), hn::LoadU(dh, p + 16 * c));
       };
-      const auto l02 = two_chunks(ql), l13 = two_chunks(ql + 16 * 16);
+      const auto l = two_chunks(ql);
       const auto h = hn::BitCast(d16, two_chunks(qh));
-      Unrolled<4>([&](auto k) KEEL_INLINE_LAMBDA {
-        constexpr int kK = decltype(k)::value;
+      Unrolled<2>([&](auto k) KEEL_INLINE_LAMBDA {
+        constexpr int kK = kH + 2 * decltype(k)::value;  // the unit's k in 4n + k
         // Shifts of 16-bit lanes; the masks keep each byte's own bits.
-        const auto l = kK % 2 == 0 ? l02 : l13;
         const auto four = kK < 2 ? l : hn::BitCast(db, hn::ShiftRight<4>(hn::BitCast(d16, l)));
         // Bits 2k, 2k + 1 of qh moved to bits 4, 5 by one shift.
         const auto moved = hn::BitCast(db, kK == 0   ? hn::ShiftLeft<4>(h)
@@ -1027,8 +1033,8 @@ struct Columns<Q6_KK> {
                                                      : hn::ShiftRight<2>(h));
         const auto bits = hn::Or(hn::And(four, hn::Set(db, 15)), hn::And(moved, hn::Set(db, 0x30)));
         const auto codes = hn::BitCast(hn::Repartition<int8_t, DB>(), hn::Sub(bits, hn::Set(db, 32)));  // -32 .. 31
-        low[kK] = hn::Mul(hn::PromoteTo(d16, hn::LowerHalf(dh8, codes)), scale_low[kK]);
-        high[kK] = hn::Mul(hn::PromoteTo(d16, hn::UpperHalf(dh8, codes)), scale_high[kK]);
+        low[decltype(k)::value] = hn::Mul(hn::PromoteTo(d16, hn::LowerHalf(dh8, codes)), scale_low[decltype(k)::value]);
+        high[decltype(k)::value] = hn::Mul(hn::PromoteTo(d16, hn::UpperHalf(dh8, codes)), scale_high[decltype(k)::value]);
       });
     }
   };
@@ -1081,7 +1087,7 @@ HWY_INLINE void GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g
         shared.Pairs(c, low, high);
         for (int k = 0; k < C::kShared; ++k) {
           // [pair][8 rows][2]
-          auto* codes = reinterpret_cast<int16_t*>(g.codes + (u0 + kG * C::kShared + k) * 16 * kGroupRows);
+          auto* codes = reinterpret_cast<int16_t*>(g.codes + (u0 + shared.Unit(k)) * 16 * kGroupRows);
           hn::StoreU(hn::Sub(low[k], zero), d16, codes + c * 2 * kGroupRows);
           hn::StoreU(hn::Sub(high[k], zero), d16, codes + (c + 8) * 2 * kGroupRows);
         }
@@ -1129,7 +1135,6 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
       constexpr int kG = decltype(shared_index)::value;
       if (prefetch) PrefetchColumnPart<C>(column, kG);
       const typename C::template Units<kG> shared(column);
-      const int64_t first = u0 + kG * kS;  // the first of the kS units
       hn::Vec<D32> dot[kS][kNT], unused[kS][kNT];
       for (int k = 0; k < kS; ++k)
         for (int t = 0; t < kNT; ++t) dot[k][t] = unused[k][t] = hn::Zero(d32);
@@ -1141,16 +1146,17 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
         for (int t = 0; t < kNT; ++t)
           for (int k = 0; k < kS; ++k) {
             int32_t xl, xh;
-            std::memcpy(&xl, xq[t] + 32 * (first + k) + 2 * c, 4);
-            std::memcpy(&xh, xq[t] + 32 * (first + k) + 16 + 2 * c, 4);
+            const int16_t* x = xq[t] + 32 * (u0 + shared.Unit(k));
+            std::memcpy(&xl, x + 2 * c, 4);
+            std::memcpy(&xh, x + 16 + 2 * c, 4);
             const auto vl = hn::BitCast(d16, hn::Set(d32, xl)), vh = hn::BitCast(d16, hn::Set(d32, xh));
             dot[k][t] = hn::ReorderWidenMulAccumulate(d32, low[k], vl, dot[k][t], unused[k][t]);
             dot[k][t] = hn::ReorderWidenMulAccumulate(d32, high[k], vh, dot[k][t], unused[k][t]);
           }
       }
       for (int k = 0; k < kS; ++k) {
-        const int64_t u = first + k;
-        const auto scale = C::Scale(head, kG * kS + k);
+        const int j = shared.Unit(k), u = u0 + j;
+        const auto scale = C::Scale(head, j);
         KEEL_UNROLL_TOKENS
         for (int t = 0; t < kNT; ++t) {
           const size_t at = static_cast<size_t>((t0 + t) * units + u);
@@ -1159,7 +1165,7 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
           float* partial = tokens.partial(t, u);
           const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
           auto p = hn::Add(hn::LoadU(df, partial), product);
-          if constexpr (kColumnOffsets<C>) p = hn::Add(p, hn::Mul(C::Offset(head, kG * kS + k), hn::Set(df, a.sum[at])));
+          if constexpr (kColumnOffsets<C>) p = hn::Add(p, hn::Mul(C::Offset(head, j), hn::Set(df, a.sum[at])));
           hn::StoreU(p, df, partial);
         }
       }
