@@ -259,12 +259,14 @@ struct Mxfp4K {
     const D16 d16;
 #if HWY_TARGET != HWY_SCALAR
     const DI8 d8;
+    const DU8 du8;
     const hn::Full128<int8_t> table_tag;
     const auto table = hn::LoadU(table_tag, kGgmlTwiceE2m1);
     row.unit(first, scale, [&](int e) KEEL_INLINE_LAMBDA {
-      const auto b = hn::LoadU(d8, reinterpret_cast<const int8_t*>(p + 1 + (e & 15)));
-      const auto code = e < 16 ? hn::And(b, hn::Set(d8, 15)) : hn::And(hn::ShiftRight<4>(b), hn::Set(d8, 15));
-      return hn::PromoteTo(d16, hn::TableLookupBytes(table, code));
+      // Nibbles of unsigned bytes: a shift of signed bytes costs a sign fix-up on x86.
+      const auto b = hn::LoadU(du8, p + 1 + (e & 15));
+      const auto code = e < 16 ? hn::And(b, hn::Set(du8, 15)) : hn::ShiftRight<4>(b);
+      return hn::PromoteTo(d16, hn::TableLookupBytes(table, hn::BitCast(d8, code)));
     });
 #else
     row.unit(first, scale, [&](int e) KEEL_INLINE_LAMBDA {
@@ -868,10 +870,11 @@ struct Columns<Mxfp4K> : OneUnitColumns<Columns<Mxfp4K>> {
   }
   HWY_INLINE static void Pairs(const uint8_t* column, int c, V16& low, V16& high) {  // twice e2m1, by table
     const DI8 d8;
+    const DU8 du8;
     const auto table = hn::LoadU(hn::Full128<int8_t>(), kGgmlTwiceE2m1);
-    const auto b = hn::LoadU(d8, reinterpret_cast<const int8_t*>(column + kInterleavedRows * kHeader + 16 * c));
-    low = hn::PromoteTo(D16(), hn::TableLookupBytes(table, hn::And(b, hn::Set(d8, 15))));
-    high = hn::PromoteTo(D16(), hn::TableLookupBytes(table, hn::And(hn::ShiftRight<4>(b), hn::Set(d8, 15))));
+    const auto b = hn::LoadU(du8, column + kInterleavedRows * kHeader + 16 * c);  // unsigned: Mxfp4K::Unit
+    low = hn::PromoteTo(D16(), hn::TableLookupBytes(table, hn::BitCast(d8, hn::And(b, hn::Set(du8, 15)))));
+    high = hn::PromoteTo(D16(), hn::TableLookupBytes(table, hn::BitCast(d8, hn::ShiftRight<4>(b))));
   }
 };
 
