@@ -987,6 +987,7 @@ template <>
 struct Columns<Q6_KK> {
   static constexpr int64_t kBytes = kInterleavedRows * 210;
   static constexpr int kUnits = 8, kShared = 2, kZero = 0;
+  static constexpr bool kSplitHalves = true;  // pairs 0-7 and 8-15 have scales of their own
   using Head = hn::Vec<DF>;  // d
   HWY_INLINE static Head ReadHead(const uint8_t* column) { return Columns<Q4_0K>::Scales(column + 16 * 104); }
   HWY_INLINE static hn::Vec<DF> Scale(const Head& d, int) { return d; }
@@ -998,23 +999,38 @@ struct Columns<Q6_KK> {
     static constexpr int kN = G / 2, kH = G % 2;
     const uint8_t* ql;
     const uint8_t* qh;
-    V16 scale_low[2], scale_high[2];  // each row's scale in both lanes of its pairs: elements 0-15, 16-31
+    hn::Vec<D32> scale_low[2], scale_high[2];  // each row's sub-block scales: elements 0-15, 16-31
 
     HWY_INLINE explicit Units(const uint8_t* column)
         : ql(column + 16 * (32 * kN + 16 * kH)), qh(column + 16 * (64 + 16 * kN)) {
       const D32 d32;
-      const D16 d16;
       for (int k = 0; k < 2; ++k) {
         // Row r's two scales, sign-extended, in the halves of int32 lane r.
         const auto both = hn::BitCast(d32, bytes_i(column + 16 * (96 + 4 * kN + kH + 2 * k)));
-        const auto low = hn::And(both, hn::Set(d32, 0xffff)), high = hn::ShiftRight<16>(both);
-        scale_low[k] = hn::BitCast(d16, hn::Or(low, hn::ShiftLeft<16>(low)));
-        scale_high[k] = hn::BitCast(d16, hn::Or(hn::And(high, hn::Set(d32, 0xffff)), hn::ShiftLeft<16>(high)));
+        scale_low[k] = hn::ShiftRight<16>(hn::ShiftLeft<16>(both));
+        scale_high[k] = hn::ShiftRight<16>(both);
       }
     }
     static constexpr int Unit(int k) { return 4 * kN + kH + 2 * k; }
-    // Pairs c and c + 8 made as bytes, 32 at a time (chunk c in the low half, c + 8 in the high),
-    // then widened: half the instructions of making each in int16 lanes.
+    // Unit k's sum from its halves' sums (kSplitHalves): each scaled in int32. The halves' sums
+    // are at most 16 * 32 * 16383 in size, times a scale of at most 128: the whole fits int32, and
+    // is the integer the row path sums from the codes times their scales.
+    HWY_INLINE hn::Vec<D32> Sum(int k, hn::Vec<D32> low, hn::Vec<D32> high) const {
+      return hn::Add(hn::Mul(low, scale_low[k]), hn::Mul(high, scale_high[k]));
+    }
+    // Pairs' codes times their scales, as Q6_KK makes them (the prefill tiles' row groups).
+    HWY_INLINE void ScaleHalves(int k, V16& low, V16& high) const {
+      const D16 d16;
+      const D32 d32;
+      auto both_lanes = [&](hn::Vec<D32> v) KEEL_INLINE_LAMBDA {  // a row's scale in both lanes of its pairs
+        return hn::BitCast(d16, hn::Or(hn::And(v, hn::Set(d32, 0xffff)), hn::ShiftLeft<16>(v)));
+      };
+      low = hn::Mul(low, both_lanes(scale_low[k]));
+      high = hn::Mul(high, both_lanes(scale_high[k]));
+    }
+    // Pairs c and c + 8 (bits - 32, not yet scaled) made as bytes, 32 at a time (chunk c in the
+    // low half, c + 8 in the high), then widened: half the instructions of making each in int16
+    // lanes.
     HWY_INLINE void Pairs(int c, V16* low, V16* high) const {
       const D16 d16;
       const DB db;
@@ -1036,8 +1052,8 @@ struct Columns<Q6_KK> {
                                                      : hn::ShiftRight<2>(h));
         const auto bits = hn::Or(hn::And(four, hn::Set(db, 15)), hn::And(moved, hn::Set(db, 0x30)));
         const auto codes = hn::BitCast(hn::Repartition<int8_t, DB>(), hn::Sub(bits, hn::Set(db, 32)));  // -32 .. 31
-        low[decltype(k)::value] = hn::Mul(hn::PromoteTo(d16, hn::LowerHalf(dh8, codes)), scale_low[decltype(k)::value]);
-        high[decltype(k)::value] = hn::Mul(hn::PromoteTo(d16, hn::UpperHalf(dh8, codes)), scale_high[decltype(k)::value]);
+        low[decltype(k)::value] = hn::PromoteTo(d16, hn::LowerHalf(dh8, codes));
+        high[decltype(k)::value] = hn::PromoteTo(d16, hn::UpperHalf(dh8, codes));
       });
     }
   };
@@ -1048,6 +1064,10 @@ template <class RowOf>
 constexpr bool kFromColumns = false;
 template <class F>
 constexpr bool kFromColumns<InterleavedGgmlRow<F>> = requires { Columns<F>::kBytes; };
+
+// Whether C's units sum their two halves apart (Units::Sum, Units::ScaleHalves: Q6_K).
+template <class C>
+constexpr bool kSplitHalves = requires { C::kSplitHalves; };
 
 // Whether C's units have offset terms (Q4_K's -(dmin * m)).
 template <class C>
@@ -1089,6 +1109,7 @@ HWY_INLINE void GroupFromColumns(const uint8_t* group, int64_t units, RowGroup g
         V16 low[C::kShared], high[C::kShared];
         shared.Pairs(c, low, high);
         for (int k = 0; k < C::kShared; ++k) {
+          if constexpr (kSplitHalves<C>) shared.ScaleHalves(k, low[k], high[k]);
           // [pair][8 rows][2]
           auto* codes = reinterpret_cast<int16_t*>(g.codes + (u0 + shared.Unit(k)) * 16 * kGroupRows);
           hn::StoreU(hn::Sub(low[k], zero), d16, codes + c * 2 * kGroupRows);
@@ -1138,9 +1159,12 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
       constexpr int kG = decltype(shared_index)::value;
       if (prefetch) PrefetchColumnPart<C>(column, kG);
       const typename C::template Units<kG> shared(column);
-      hn::Vec<D32> dot[kS][kNT], unused[kS][kNT];
-      for (int k = 0; k < kS; ++k)
-        for (int t = 0; t < kNT; ++t) dot[k][t] = unused[k][t] = hn::Zero(d32);
+      // [half][unit][token]: pairs 0-7 in half 0, 8-15 in the last (the same one unless split).
+      constexpr int kHalves = kSplitHalves<C> ? 2 : 1;
+      hn::Vec<D32> dot[kHalves][kS][kNT], unused[kHalves][kS][kNT];
+      for (int h = 0; h < kHalves; ++h)
+        for (int k = 0; k < kS; ++k)
+          for (int t = 0; t < kNT; ++t) dot[h][k][t] = unused[h][k][t] = hn::Zero(d32);
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {
         V16 low[kS], high[kS];
@@ -1153,8 +1177,9 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
             std::memcpy(&xl, x + 2 * c, 4);
             std::memcpy(&xh, x + 16 + 2 * c, 4);
             const auto vl = hn::BitCast(d16, hn::Set(d32, xl)), vh = hn::BitCast(d16, hn::Set(d32, xh));
-            dot[k][t] = hn::ReorderWidenMulAccumulate(d32, low[k], vl, dot[k][t], unused[k][t]);
-            dot[k][t] = hn::ReorderWidenMulAccumulate(d32, high[k], vh, dot[k][t], unused[k][t]);
+            dot[0][k][t] = hn::ReorderWidenMulAccumulate(d32, low[k], vl, dot[0][k][t], unused[0][k][t]);
+            auto& last = dot[kHalves - 1][k][t];
+            last = hn::ReorderWidenMulAccumulate(d32, high[k], vh, last, unused[kHalves - 1][k][t]);
           }
       }
       for (int k = 0; k < kS; ++k) {
@@ -1163,7 +1188,8 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
         KEEL_UNROLL_TOKENS
         for (int t = 0; t < kNT; ++t) {
           const size_t at = static_cast<size_t>((t0 + t) * units + u);
-          auto sum = hn::Add(dot[k][t], unused[k][t]);
+          auto sum = hn::Add(dot[0][k][t], unused[0][k][t]);
+          if constexpr (kHalves == 2) sum = shared.Sum(k, sum, hn::Add(dot[1][k][t], unused[1][k][t]));
           if constexpr (C::kZero != 0) sum = hn::Sub(sum, hn::Set(d32, C::kZero * a.qsum[at]));
           float* partial = tokens.partial(t, u);
           const auto product = hn::Mul(hn::Mul(scale, hn::Set(df, a.scale[at])), hn::ConvertTo(df, sum));
