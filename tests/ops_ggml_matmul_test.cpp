@@ -396,10 +396,10 @@ test::GuardedBytes interleaved(WeightFormat f, const test::GuardedBytes& stored,
   return out;
 }
 
-const WeightFormat kInterleavable[] = {WeightFormat::Q4_0, WeightFormat::MXFP4_GGUF, WeightFormat::Q8_0,
-                                      WeightFormat::Q4_K, WeightFormat::Q5_0,         WeightFormat::Q6_K};
+const WeightFormat kInterleavable[] = {WeightFormat::Q4_0, WeightFormat::MXFP4_GGUF, WeightFormat::Q8_0, WeightFormat::Q4_K,
+                                      WeightFormat::Q5_K, WeightFormat::Q5_0,         WeightFormat::Q6_K};
 
-// c columns, or the next whole number of the format's blocks (256 elements for Q4_K and Q6_K).
+// c columns, or the next whole number of the format's blocks (256 elements for the K formats).
 int64_t whole_blocks(WeightFormat f, int64_t c) {
   const int64_t e = ggml_block_size(f).elements;
   return (c + e - 1) / e * e;

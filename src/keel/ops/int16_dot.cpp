@@ -789,7 +789,7 @@ HWY_INLINE void InterleaveGroup(const int16_t* rows, int64_t cols, int32_t* code
 #endif
 }
 
-// ---- Interleaved rows (interleaved_rows.h: Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, MXFP4), on the targets with
+// ---- Interleaved rows (interleaved_rows.h: every format but MLX), on the targets with
 // 8-row groups (AVX2 and up): a group of 8 rows is read as the file's codes, in place. A block
 // column is the 8 rows' scales and loads of 16 bytes, each widened to pairs of codes of all 8 rows
 // (for the 4-bit formats, one pair from the low nibbles and another from the high ones): for
@@ -972,6 +972,49 @@ struct Columns<QK45<false>> {
       low[1] = hn::ShiftRight<4>(b);
       high[0] = hn::And(b8, hn::Set(d16, 15));
       high[1] = hn::ShiftRight<4>(b8);
+    }
+  };
+};
+
+
+// Q5_K: Q4_K's column with qh (32 bytes) between the scales and the codes: chunks 0-7 as Q4_K's
+// (so the same head), qh in chunks 8-23 (chunk 8 + p: qh bytes 2p, 2p + 1, whose bit j is bit 4 of
+// elements 2p, 2p + 1 of sub-block j), the codes from chunk 24 in Q4_K's order. A pair's bits are
+// made as bytes, 32 at a time (chunk c in the low half, c + 8 in the high), then widened, as Q6_K's.
+template <>
+struct Columns<QK45<true>> {
+  using Q4K = Columns<QK45<false>>;
+  static constexpr int64_t kBytes = kInterleavedRows * 176;
+  static constexpr int kUnits = 8, kShared = 2, kZero = 0;
+  static constexpr bool kHasOffsets = true;
+  using Head = Q4K::Head;
+  HWY_INLINE static Head ReadHead(const uint8_t* column) { return Q4K::ReadHead(column); }
+  HWY_INLINE static hn::Vec<DF> Scale(const Head& h, int j) { return h.scale[j]; }
+  HWY_INLINE static hn::Vec<DF> Offset(const Head& h, int j) { return h.offset[j]; }
+  // Sub-blocks 2G (low nibbles, qh bit 2G) and 2G + 1 (high nibbles, bit 2G + 1).
+  template <int G>
+  struct Units {
+    const uint8_t* codes;
+    const uint8_t* qh;
+    HWY_INLINE explicit Units(const uint8_t* column) : codes(column + 16 * (24 + 16 * G)), qh(column + 16 * 8) {}
+    static constexpr int Unit(int k) { return 2 * G + k; }
+    HWY_INLINE void Pairs(int c, V16* low, V16* high) const {
+      const D16 d16;
+      const DB db;
+      const hn::Half<DB> dh;
+      auto two_chunks = [&](const uint8_t* p) KEEL_INLINE_LAMBDA {
+        return hn::Combine(db, hn::LoadU(dh, p + 16 * (c + 8)), hn::LoadU(dh, p + 16 * c));
+      };
+      const auto l = two_chunks(codes);
+      const auto h = hn::BitCast(d16, two_chunks(qh));
+      Unrolled<2>([&](auto k) KEEL_INLINE_LAMBDA {
+        constexpr int kBit = 2 * G + decltype(k)::value;  // qh's bit for this sub-block, moved to bit 4
+        const auto four = kBit % 2 == 0 ? l : hn::BitCast(db, hn::ShiftRight<4>(hn::BitCast(d16, l)));
+        const auto moved = hn::BitCast(db, kBit <= 4 ? hn::ShiftLeft<4 - kBit>(h) : hn::ShiftRight<kBit - 4>(h));
+        const auto bits = hn::Or(hn::And(four, hn::Set(db, 15)), hn::And(moved, hn::Set(db, 16)));  // 0 .. 31
+        low[decltype(k)::value] = hn::PromoteTo(d16, hn::LowerHalf(dh, bits));
+        high[decltype(k)::value] = hn::PromoteTo(d16, hn::UpperHalf(dh, bits));
+      });
     }
   };
 };

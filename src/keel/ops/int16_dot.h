@@ -29,7 +29,7 @@
 // runs token tiles with rows across the lanes: a task's rows are decoded once and interleaved by groups
 // of rows, so one load gives a pair of codes of every row of a group and one broadcast the pair of
 // a token's activations (for two groups at once), and the float work of a unit is one vector per
-// token for the group's rows. Q4_0, Q5_0, Q8_0, Q4_K and MXFP4 rows interleaved at load (interleaved_rows.h; AVX2 and up) are
+// token for the group's rows. Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 rows interleaved at load (interleaved_rows.h; AVX2 and up) are
 // already in groups: decode multiplies them in place, rows across the lanes, and the prefill tiles
 // take their groups from them with no row decoded.
 //
@@ -49,7 +49,7 @@ int16_t i16_activation_limit(WeightFormat f);
 // Whether gemm_ggml_i16 has a kernel for this format (every ggml block format keel reads).
 bool ggml_i16_supported(WeightFormat f);
 // Whether this CPU's target reads rows of f faster interleaved (interleaved_rows.h): x86 targets
-// with 8-row groups, for Q4_0, Q5_0, Q8_0, Q4_K, Q6_K and MXFP4. Interleaved rows run on every
+// with 8-row groups, for every ggml block format keel reads. Interleaved rows run on every
 // target, with the same bits.
 bool i16_reads_interleaved_rows(WeightFormat f);
 // Whether gemm_mlx_i16 runs these rows (4 or 8 bits, groups a multiple of 32 that divide the row).

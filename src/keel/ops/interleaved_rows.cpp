@@ -21,6 +21,7 @@ BlockParts parts_of(WeightFormat f) {
   // Every byte in chunks: Q5_0's d and qh, Q4_K's d, dmin and scale bytes, Q6_K's scales and d.
   if (f == WeightFormat::Q5_0) return {0, 22};
   if (f == WeightFormat::Q4_K) return {0, 144};
+  if (f == WeightFormat::Q5_K) return {0, 176};
   if (f == WeightFormat::Q6_K) return {0, 210};
   throw InternalError(std::string("rows of ") + weight_format_name(f) + " are not interleaved");
 }
@@ -29,7 +30,7 @@ BlockParts parts_of(WeightFormat f) {
 
 bool ggml_interleavable(WeightFormat f) {
   return f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF || f == WeightFormat::Q8_0 || f == WeightFormat::Q5_0 ||
-         f == WeightFormat::Q4_K || f == WeightFormat::Q6_K;
+         f == WeightFormat::Q4_K || f == WeightFormat::Q5_K || f == WeightFormat::Q6_K;
 }
 
 // The group's columns for blocks of kHeader + kCodes bytes (constants, so the copies unroll: a
@@ -57,6 +58,7 @@ void interleave_ggml_group(WeightFormat f, const uint8_t* rows, int64_t cols, ui
   if (p.header == 1 && p.codes == 16) return interleave_group<1, 16>(rows, blocks, out);
   if (p.header == 2 && p.codes == 32) return interleave_group<2, 32>(rows, blocks, out);
   if (p.header == 0 && p.codes == 144) return interleave_group<0, 144>(rows, blocks, out);
+  if (p.header == 0 && p.codes == 176) return interleave_group<0, 176>(rows, blocks, out);
   if (p.header == 0 && p.codes == 22) return interleave_group<0, 22>(rows, blocks, out);
   if (p.header == 0 && p.codes == 210) return interleave_group<0, 210>(rows, blocks, out);
   throw InternalError(std::string("no interleaving for ") + weight_format_name(f));

@@ -13,7 +13,7 @@
 // 0..7, chunk 1 of rows 0..7, ... A Q4_0 block column is 16 bytes of scales and 8 x 16 bytes of
 // codes, 16 bytes holding the code bytes 2c and 2c + 1 of every row: their low nibbles are
 // elements 2c and 2c + 1, their high nibbles 2c + 16 and 2c + 17. A Q8_0 column's 16 bytes c are code bytes 2c, 2c + 1 of each
-// row (elements 2c, 2c + 1). Q5_0, Q4_K and Q6_K keep no header apart: all bytes of their blocks go
+// row (elements 2c, 2c + 1). Q5_0, Q4_K, Q5_K and Q6_K keep no header apart: all bytes of their blocks go
 // in chunks of 2, d, qh, dmin and the scale bytes too, so that each is one load for the 8 rows.
 //
 // Pure functions: any thread.
@@ -25,7 +25,7 @@ namespace keel::ops {
 
 inline constexpr int kInterleavedRows = 8;
 
-// The formats whose kernels read interleaved rows (Q4_0, Q5_0, MXFP4_GGUF, Q8_0, Q4_K, Q6_K).
+// The formats whose kernels read interleaved rows (Q4_0, Q5_0, MXFP4_GGUF, Q8_0, Q4_K, Q5_K, Q6_K).
 bool ggml_interleavable(WeightFormat f);
 
 // The 8 rows at `rows` (row_bytes apart, cols each) as one group at `out` (8 x row_bytes bytes).
