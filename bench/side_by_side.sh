@@ -20,6 +20,7 @@
 #   $MODELS/keel-mlx8/, keel-mlx4/  keel synth --dtype mlx8 / mlx4 (keel's MLX folders)
 #   $MODELS/a3b16-q4_k_m.gguf, a3b16-q4_0.gguf, keel-a3b16-mlx4/  the first 16 layers of
 #                             Qwen3-30B-A3B (keel synth --layers 16), quantized the same ways
+#   $MODELS/a3b16-q5_k_m.gguf llama-quantize --allow-requantize a3b16-q4_k_m.gguf ... Q5_K_M
 set -euo pipefail
 
 usage() {
@@ -35,6 +36,7 @@ usage: bench/side_by_side.sh [-t THREADS] [-p LENGTHS] [-n GEN] [-d DEPTH] [-r R
                 gbf16, gq8, gq4km, gq4  both read the same GGUF file (BF16, Q8_0, Q4_K_M, Q4_0)
                 mlx8, mlx4              keel's MLX 8/4-bit folder vs the Q8_0 / Q4_0 file
                 moe4km, moe4            Qwen3-30B-A3B's first 16 layers, Q4_K_M / Q4_0, both
+                moe5km                  that slice as Q5_K_M, both
                 moemlx4                 keel's MLX 4-bit folder of that slice vs its Q4_0 file
                 moemxfp4                that slice with MXFP4 experts (llama-quantize MXFP4_MOE: the
                                         rest Q8_0), both
@@ -86,8 +88,8 @@ pair_gguf() {
     gbf16) echo "$MODELS/q05-bf16.gguf" ;; gq8|mlx8) echo "$MODELS/q05-q8_0.gguf" ;;
     gq4km) echo "$MODELS/q05-q4_k_m.gguf" ;; gq4|mlx4) echo "$MODELS/q05-q4_0.gguf" ;;
     moe4km) echo "$MODELS/a3b16-q4_k_m.gguf" ;; moe4|moemlx4) echo "$MODELS/a3b16-q4_0.gguf" ;;
-    moemxfp4) echo "$MODELS/a3b16-mxfp4.gguf" ;;
-    *) fail "-w: unknown pair '$1' (expected gbf16, gq8, gq4km, gq4, mlx8, mlx4, moe4km, moe4, moemlx4 or moemxfp4)" ;;
+    moe5km) echo "$MODELS/a3b16-q5_k_m.gguf" ;; moemxfp4) echo "$MODELS/a3b16-mxfp4.gguf" ;;
+    *) fail "-w: unknown pair '$1' (expected gbf16, gq8, gq4km, gq4, mlx8, mlx4, moe4km, moe5km, moe4, moemlx4 or moemxfp4)" ;;
   esac
 }
 pair_keel() {

@@ -41,10 +41,6 @@ struct F32Row {
   const float* w;
   HWY_INLINE hn::Vec<DF> operator()(int64_t i) const { return hn::LoadU(DF(), w + i); }
   float scalar(int64_t i) const { return w[i]; }
-  // Asks for the cache line of element i (which may lie past the matrix) when one starts there.
-  HWY_INLINE void prefetch_line(int64_t i) const {
-    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_at(w, i * static_cast<int64_t>(sizeof(*w)));
-  }
   F32Row shifted(int64_t n) const { return {w + n}; }
 };
 
@@ -56,10 +52,6 @@ struct F16Row {
     return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w + i)));
   }
   float scalar(int64_t i) const { return f16_to_float(w[i]); }
-  // Asks for the cache line of element i (which may lie past the matrix) when one starts there.
-  HWY_INLINE void prefetch_line(int64_t i) const {
-    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_at(w, i * static_cast<int64_t>(sizeof(*w)));
-  }
   F16Row shifted(int64_t n) const { return {w + n}; }
 };
 
@@ -73,21 +65,19 @@ struct BF16Row {
     return hn::BitCast(df, wide);
   }
   float scalar(int64_t i) const { return bf16_to_float(w[i]); }
-  // Asks for the cache line of element i (which may lie past the matrix) when one starts there.
-  HWY_INLINE void prefetch_line(int64_t i) const {
-    if ((i * static_cast<int64_t>(sizeof(*w)) & 63) == 0) prefetch_at(w, i * static_cast<int64_t>(sizeof(*w)));
-  }
   BF16Row shifted(int64_t n) const { return {w + n}; }
 };
 
 // y[r - r0] = DotWith(row r, x) for r in [r0, r1), four rows at a time: four independent chains
 // cover the multiply-add latency (one chain alone waits on it every vector) and share each load of
-// x; while four rows are read, the next four are asked for line by line (prefetch.h). Each row's
-// chain and tail are DotWith's, so the bits are those of one row alone.
+// x. While four rows are read, the next four (the bytes right after them) are asked for into L2 in
+// address order, as many bytes per step as the step reads (prefetch.h). Each row's chain and tail
+// are DotWith's, so the bits are those of one row alone.
 template <class Row>
 void GemvRows(const Row& first_row, int64_t cols, const float* HWY_RESTRICT x, int64_t r0, int64_t r1, float* y) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  constexpr auto kElement = static_cast<int64_t>(sizeof(*first_row.w));
   auto row = [&](int64_t r) { return first_row.shifted(r * cols); };
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) {
@@ -95,8 +85,9 @@ void GemvRows(const Row& first_row, int64_t cols, const float* HWY_RESTRICT x, i
     auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + N <= cols; i += N) {
-      const int64_t next = i + 4 * cols;  // the same element of the next four rows
-      w0.prefetch_line(next), w1.prefetch_line(next), w2.prefetch_line(next), w3.prefetch_line(next);
+      // Bytes [4 i, 4 (i + N)) elements into the next four rows; one line per 64 bytes.
+      for (int64_t at = (4 * i * kElement + 63) & ~int64_t{63}; at < 4 * (i + N) * kElement; at += 64)
+        prefetch_to_l2(w0.w, 4 * cols * kElement + at);
       const auto xv = hn::LoadU(df, x + i);
       a0 = hn::MulAdd(w0(i), xv, a0);
       a1 = hn::MulAdd(w1(i), xv, a1);
