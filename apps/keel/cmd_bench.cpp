@@ -34,15 +34,6 @@ double elapsed(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Multiply-adds per token in the matrix products (attention scores excluded): 2 flops each.
-double matmul_flops_per_token(const ModelWeights& w) {
-  double macs = static_cast<double>(w.output().rows * w.output().cols);
-  for (const auto& l : w.layers)
-    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down})
-      macs += static_cast<double>(m->rows * m->cols);
-  return 2 * macs;
-}
-
 }  // namespace
 
 int bench_command(const CommandArgs& argv) {
@@ -117,7 +108,9 @@ int bench_command(const CommandArgs& argv) {
   const double decode_tps = static_cast<double>(gen_tokens) / best_decode;
   const DecodeWeightBytes weight_bytes = w.decode_bytes();
   const double bytes_per_token = static_cast<double>(weight_bytes.active);
-  const double flops_per_token = matmul_flops_per_token(w);
+  // Matrix flops (2 per multiply-add): prefill runs the output head for its last token only.
+  const ModelWeights::MatmulMacs macs = w.matmul_macs();
+  const double prefill_flops = 2 * (static_cast<double>(prompt_tokens) * macs.per_token + macs.head);
   std::printf("model            %s (%s weights: %.1f MB resident, %.1f MB active = read per decoded token)\n",
               w.dir.string().c_str(), w.formats_text().c_str(), static_cast<double>(weight_bytes.resident) / 1e6,
               bytes_per_token / 1e6);
@@ -125,7 +118,7 @@ int bench_command(const CommandArgs& argv) {
   std::printf("SIMD target      %s\n", ops::simd_target_name());  // the kernels' instruction set: name it beside every number
   std::printf("KV policy        %s\n", policy.describe().c_str());
   std::printf("prefill          %lld tokens: %.1f tok/s (%.2f GFLOP/s in matmuls)\n", static_cast<long long>(prompt_tokens),
-              prefill_tps, prefill_tps * flops_per_token / 1e9);
+              prefill_tps, prefill_flops / best_prefill / 1e9);
   std::printf("decode           %lld tokens: %.2f tok/s (%.2f GB/s of weights)\n", static_cast<long long>(gen_tokens),
               decode_tps, decode_tps * bytes_per_token / 1e9);
   // What each preset stores per token of a long context (all tokens user text: protect keeps only
@@ -140,7 +133,7 @@ int bench_command(const CommandArgs& argv) {
     // Cached for `keel plan`, which estimates decode speed from it without measuring.
     plan::store_measured_bandwidth(limits.read_bandwidth_bytes_per_s);
     const double decode_limit = limits.read_bandwidth_bytes_per_s / bytes_per_token;
-    const double prefill_limit = limits.peak_flops / flops_per_token;
+    const double prefill_limit = static_cast<double>(prompt_tokens) * limits.peak_flops / prefill_flops;
     std::printf("machine          %.1f GB/s read bandwidth, %.1f GFLOP/s peak f32 FMA (measured)\n",
                 limits.read_bandwidth_bytes_per_s / 1e9, limits.peak_flops / 1e9);
     std::printf("decode vs limit  %.2f of %.2f tok/s bandwidth bound = %.0f%%\n", decode_tps, decode_limit,
@@ -148,7 +141,7 @@ int bench_command(const CommandArgs& argv) {
     std::printf("prefill vs limit %.1f of %.1f tok/s compute bound = %.0f%%\n", prefill_tps, prefill_limit,
                 100 * prefill_tps / prefill_limit);
     if (limits.peak_bf16_flops > 0) {  // what bf16 (and, on this CPU, MLX) products really run on
-      const double bf16_limit = limits.peak_bf16_flops / flops_per_token;
+      const double bf16_limit = static_cast<double>(prompt_tokens) * limits.peak_bf16_flops / prefill_flops;
       std::printf("prefill vs bf16  %.1f of %.1f tok/s at %.1f GFLOP/s peak bf16 dot products = %.0f%%\n", prefill_tps,
                   bf16_limit, limits.peak_bf16_flops / 1e9, 100 * prefill_tps / bf16_limit);
     }

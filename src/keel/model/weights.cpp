@@ -139,6 +139,22 @@ DecodeWeightBytes ModelWeights::decode_bytes() const {
   return decode_weight_bytes(u);
 }
 
+ModelWeights::MatmulMacs ModelWeights::matmul_macs() const {
+  auto macs = [](const Matrix& m) { return static_cast<double>(m.rows) * static_cast<double>(m.cols); };
+  MatmulMacs out;
+  out.head = macs(output());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerWeights& l = layers[i];
+    for (const Matrix* m : every_token_matrices(l)) out.per_token += macs(*m);
+    if (l.experts.empty()) continue;
+    double experts = 0;
+    for (const ExpertWeights& e : l.experts)
+      for (const Matrix* m : {&e.gate, &e.up, &e.gate_up, &e.down}) experts += macs(*m);
+    out.per_token += experts / static_cast<double>(l.experts.size()) * spec.layers[i].moe->experts_per_token;
+  }
+  return out;
+}
+
 TensorNames TensorNames::rooted_at(std::string_view root) const {
   constexpr std::string_view plain = "model.";
   auto reroot = [&](const std::string& name) {

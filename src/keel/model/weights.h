@@ -200,6 +200,14 @@ struct ModelWeights {
   // (active: attention, router, the experts one token is routed to, one embedding row and the
   // output head; model/active_bytes.h is the rule).
   DecodeWeightBytes decode_bytes() const;
+  // Multiply-adds in the matrix products (attention scores and the recurrence excluded): each
+  // token's through the layers (every-token matrices and experts_per_token routed experts of
+  // average size), and the output head's, which prefill runs for the last token only.
+  struct MatmulMacs {
+    double per_token = 0;
+    double head = 0;
+  };
+  MatmulMacs matmul_macs() const;
 };
 
 // f(m) for every weight matrix of the model (the embedding, the head, every layer's and every

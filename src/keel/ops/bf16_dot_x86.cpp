@@ -138,10 +138,12 @@ bool cpu_has_avx512_bf16() {
 
 namespace {
 
-// Twelve independent chains, enough to cover the instruction's latency on current cores.
+// Twelve independent chains, enough to cover the instruction's latency on current cores, each from
+// its own start (equal chains are merged into one by the compiler: FmaBurst).
 KEEL_AVX512BF16 double dp_burst(int64_t iterations, float* sink) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
-         a10 = a0, a11 = a0;
+  __m512 a0 = _mm512_set1_ps(0), a1 = _mm512_set1_ps(1), a2 = _mm512_set1_ps(2), a3 = _mm512_set1_ps(3),
+         a4 = _mm512_set1_ps(4), a5 = _mm512_set1_ps(5), a6 = _mm512_set1_ps(6), a7 = _mm512_set1_ps(7),
+         a8 = _mm512_set1_ps(8), a9 = _mm512_set1_ps(9), a10 = _mm512_set1_ps(10), a11 = _mm512_set1_ps(11);
   const __m512i x = _mm512_set1_epi16(0x3f80), y = _mm512_set1_epi16(0x3a83);  // 1.0 and ~0.001
   for (int64_t i = 0; i < iterations; ++i) {
     a0 = dp(a0, x, y), a1 = dp(a1, x, y), a2 = dp(a2, x, y), a3 = dp(a3, x, y), a4 = dp(a4, x, y), a5 = dp(a5, x, y);
