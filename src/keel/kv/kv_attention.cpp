@@ -37,7 +37,7 @@ struct TileScratch {
   std::vector<float> kt;       // (dim, kTile) keys: kt[d * kTile + lane], in the model's basis
   std::vector<float> vt;       // (kTile, dim) values; those of rotated rows still rotated
   std::vector<float> row;      // (dim) one decoded key row
-  std::vector<float> scores;   // (4, kTile)
+  std::vector<float> scores;   // (kernels::kScoreRows, kTile)
   std::vector<float> acc;      // (queries, dim) value sums over plain rows
   std::vector<float> acc_rot;  // (queries, dim) value sums over rotated rows, in the rotated basis
   std::vector<float> max, sum;
@@ -122,7 +122,7 @@ void attend_spans(int64_t dim, const ops::AttentionParams& params, std::span<con
   t.kt.resize(static_cast<size_t>(dim * kTile));
   t.vt.resize(static_cast<size_t>(kTile * dim));
   t.row.resize(static_cast<size_t>(dim));
-  t.scores.resize(static_cast<size_t>(4 * kTile));
+  t.scores.resize(static_cast<size_t>(kernels::kScoreRows * kTile));
   t.acc.assign(static_cast<size_t>(nq * dim), 0.0f);
   bool any_rotated = false;
   for (const KvSpan& sp : spans) any_rotated |= sp.value_rotated() && sp.count > 0;

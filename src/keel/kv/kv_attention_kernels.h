@@ -18,6 +18,9 @@ namespace keel::kv::kernels {
 // Wide enough that the per-tile softmax bookkeeping (a max, a sum, one exp) is shared by 64 keys.
 inline constexpr int64_t kTile = 64;
 
+// Queries whose scores one call of attend_tile holds at once.
+inline constexpr int64_t kScoreRows = 6;
+
 // A run of a tile's lanes whose values are stored in the rotated basis (int4/int2 rows encoded with
 // the Walsh-Hadamard rotation) or not. A tile's runs are in lane order and cover its rows.
 struct LaneRun {
@@ -40,7 +43,7 @@ struct TileQuery {
 // sum and both accumulators by exp(old max - new max), and adds exp(score_j - max) and that times
 // value j (into acc or acc_rot, by its run), j in order. kt holds the keys transposed (kt[d * kTile
 // + j] = element d of key j, all in the model's basis), vt the values as kTile rows of dim floats;
-// `scores` is scratch for 4 * kTile floats.
+// `scores` is scratch for kScoreRows * kTile floats.
 void attend_tile(const float* kt, const float* vt, int64_t dim, const LaneRun* runs, int64_t n_runs,
                  const TileQuery* queries, int64_t n_queries, float scale, float softcap, float* scores);
 
