@@ -16,6 +16,7 @@
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "keel/ops/avx512_reduce.h"
@@ -557,12 +558,36 @@ void with_format(WeightFormat f, Fn&& fn) {
 
 }  // namespace
 
+namespace {
+
+// Zen 4: AMD family 19h (Zen 3 has no AVX-512). It runs each 512-bit instruction as two 256-bit
+// halves, so its VDPBF16PS multiplies no more pairs per cycle than VPDPWSSD.
+bool is_zen4() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  char vendor[12];
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  if (std::memcmp(vendor, "AuthenticAMD", 12) != 0 || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned base = (eax >> 8) & 0xF, family = base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+  return family == 0x19;
+}
+
+}  // namespace
+
 bool ggml_bf16_supported(WeightFormat f) {
   // F16C is not asked for: every CPU with AVX512_BF16 has it, and clang 14 (the fuzz build's
   // compiler) does not know the name.
   static const bool cpu = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512dq");
-  return cpu && avx512_kernels_allowed() && is_ggml_block_format(f);
+  if (!cpu || !avx512_kernels_allowed() || !is_ggml_block_format(f)) return false;
+  // On Zen 4 the int16 kernels with VPDPWSSD (int16_dot.h) ran Q8_0, Q5_0 and the K formats faster
+  // end to end; this kernel's rows streamed one at a time still decoded the densest, Q4_0 and
+  // MXFP4, ~20% faster from memory. On Zen 5 this kernel led for every format (docs/performance.md,
+  // "VPDPWSSD in the int16 kernels", 2026-12-07).
+  static const bool zen4 = is_zen4();
+  return !zen4 || f == WeightFormat::Q4_0 || f == WeightFormat::MXFP4_GGUF;
 }
 
 void size_ggml_bf16_activations(const GgmlRows& w, int64_t n_tokens, GgmlBf16Activations& a) {

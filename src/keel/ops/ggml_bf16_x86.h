@@ -22,7 +22,8 @@
 
 namespace keel::ops {
 
-// Whether gemm_ggml_bf16 can run on this CPU for this format.
+// Whether matmul runs this format through gemm_ggml_bf16 on this CPU: on every CPU with the
+// instructions, except on Zen 4 for the formats the int16 kernels run faster there.
 bool ggml_bf16_supported(WeightFormat f);
 
 // Activations permuted into the kernels' code order, rounded to bf16 (past `cols`: zeros), and for

@@ -55,6 +55,30 @@ HWY_INLINE float f16_at(const uint8_t* p) {
 using D4 = hn::CappedTag<int32_t, 4>;
 using DF4 = hn::Rebind<float, D4>;
 
+// sum + the products of int16 lanes 2k and 2k + 1 of a and b, in int32 lane k: VPMADDWD then
+// VPADDD, or where kVnni one VPDPWSSD (AVX512_VNNI), the same int32 sums (it does not saturate,
+// and no pair reaches 2^31: |activations| <= 32767). Highway 1.0 emits VPDPWSSD only under its
+// opt-in AVX3_DL target, whose flags in Debian's 1.0.3 also enable AVX-VNNI: GCC then writes the
+// VEX form, which AVX-512 CPUs such as Zen 4 lack. So the AVX3 target writes the EVEX form itself
+// and the caller chooses it at run time (kVnniForm: this target can; UseVnni: the CPU can).
+#if HWY_TARGET == HWY_AVX3
+constexpr bool kVnniForm = true;
+#else
+constexpr bool kVnniForm = false;
+#endif
+// sum1 is ReorderWidenMulAccumulate's second sum (untouched on x86).
+template <bool kVnni, class D32, class V16>
+HWY_INLINE hn::Vec<D32> DotPairs(D32 d32, V16 a, V16 b, hn::Vec<D32> sum, hn::Vec<D32>& sum1) {
+#if HWY_TARGET == HWY_AVX3
+  if constexpr (kVnni) {
+    auto raw = sum.raw;
+    asm("vpdpwssd %2, %1, %0" : "+v"(raw) : "v"(a.raw), "v"(b.raw));  // AT&T order: raw += a . b
+    return hn::Vec<D32>{raw};
+  }
+#endif
+  return hn::ReorderWidenMulAccumulate(d32, a, b, sum, sum1);
+}
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 // The f16 scales at the start of four blocks kStride bytes apart, widened in one conversion (F16C):
 // exact, as f16_at each, and already the vector the row's flush multiplies by (four_at, when the
@@ -703,7 +727,7 @@ HWY_INLINE void StoreGroupOutputs(const float* p, float* y) {
 // out [kG][kTileTokens][kGroupRows]. The partials live in `partials` ([kG][kTileTokens][kPartials]
 // [kGroupRows], in L1): a unit's float work loads and stores one vector of them per token and group.
 // Each (row, token) gets the same unit sums (exact, in int32) and float operations whatever kG.
-template <int kG>
+template <int kG, bool kVnni>
 HWY_INLINE void GroupTile(const RowGroup* g, bool has_offsets, const I16Activations& a, int64_t t0, float* partials,
                           float* out) {
   const D32 d32;
@@ -730,7 +754,12 @@ HWY_INLINE void GroupTile(const RowGroup* g, bool has_offsets, const I16Activati
         int32_t x;
         std::memcpy(&x, a.q.data() + (t0 + t) * a.cols + 32 * u + 2 * pair, 4);
         const auto xv = hn::BitCast(d16, hn::Set(d32, x));
-        for (int k = 0; k < kG; ++k) dot[k][t] = hn::ReorderWidenMulAccumulate(d32, c[k], xv, dot[k][t], unused[k][t]);
+        for (int k = 0; k < kG; ++k) {
+          // VPDPWSSD's sum is its own chain (latency 4 or 5): odd pairs in a second one, where the 32
+          // registers of AVX-512 have room for it. VPMADDWD's chain is the add.
+          if (kVnni && pair % 2) unused[k][t] = DotPairs<true>(d32, c[k], xv, unused[k][t], dot[k][t]);
+          else dot[k][t] = DotPairs<kVnni>(d32, c[k], xv, dot[k][t], unused[k][t]);
+        }
       }
     }
     for (int k = 0; k < kG; ++k) {
@@ -1185,7 +1214,7 @@ struct TileTokens {
 // once for the 8 rows, as RowTokens runs it. One group at a time: two groups' columns read side by
 // side, as the tiles do, streamed from memory at half the speed on Zen 4 (two streams 4 KiB apart,
 // for a 896-column matrix).
-template <class C, int kNT>
+template <class C, int kNT, bool kVnni>
 HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_t t0, bool prefetch, float* y,
                            int64_t y_stride) {
   const D32 d32;
@@ -1220,9 +1249,10 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
             std::memcpy(&xl, x + 2 * c, 4);
             std::memcpy(&xh, x + 16 + 2 * c, 4);
             const auto vl = hn::BitCast(d16, hn::Set(d32, xl)), vh = hn::BitCast(d16, hn::Set(d32, xh));
-            dot[0][k][t] = hn::ReorderWidenMulAccumulate(d32, low[k], vl, dot[0][k][t], unused[0][k][t]);
-            auto& last = dot[kHalves - 1][k][t];
-            last = hn::ReorderWidenMulAccumulate(d32, high[k], vh, last, unused[kHalves - 1][k][t]);
+            dot[0][k][t] = DotPairs<kVnni>(d32, low[k], vl, dot[0][k][t], unused[0][k][t]);
+            // VPDPWSSD's sum is its own chain: the high pairs in a second one.
+            auto& last = kVnni ? unused[kHalves - 1][k][t] : dot[kHalves - 1][k][t];
+            last = DotPairs<kVnni>(d32, high[k], vh, last, unused[kHalves - 1][k][t]);
           }
       }
       for (int k = 0; k < kS; ++k) {
@@ -1247,17 +1277,17 @@ HWY_INLINE void ColumnTile(const uint8_t* group, const I16Activations& a, int64_
 }
 
 // kNT tokens from t0 against the groups of rows [r0, r1), whole groups.
-template <class C, int kNT>
+template <class C, int kNT, bool kVnni>
 void ColumnTokens(const GgmlRows& w, const I16Activations& a, int64_t t0, int64_t r0, int64_t r1, float* y,
                   int64_t y_stride) {
   for (int64_t g = r0; g < r1; g += kGroupRows)
-    ColumnTile<C, kNT>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
+    ColumnTile<C, kNT, kVnni>(w.data + g * w.row_bytes, a, t0, t0 == 0, y + t0 * y_stride + (g - r0), y_stride);
 }
 #endif  // KEEL_INTERLEAVED_GROUPS
 
 // The tiles' share of Products: every whole tile of tokens; returns the tokens it ran (0 when
 // there are too few).
-template <class RowOf, class Rows>
+template <class RowOf, bool kVnni, class Rows>
 int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
                       int64_t y_stride) {
   if (n_tokens < kTiledFrom) return 0;
@@ -1311,8 +1341,8 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
     for (int64_t gi = 0; gi < groups;) {
       const RowGroup two[2] = {group(gi), group(std::min(gi + 1, groups - 1))};
       const int n_groups = gi + 2 <= groups ? 2 : 1;
-      if (n_groups == 2) GroupTile<2>(two, has_offsets, a, t, partials, out);
-      else GroupTile<1>(two, has_offsets, a, t, partials, out);
+      if (n_groups == 2) GroupTile<2, kVnni>(two, has_offsets, a, t, partials, out);
+      else GroupTile<1, kVnni>(two, has_offsets, a, t, partials, out);
       for (int k = 0; k < n_groups; ++k, ++gi) {
         const int64_t first_row = gi * kGroupRows, n_rows = std::min<int64_t>(kGroupRows, rows - first_row);
         for (int64_t i = 0; i < kTileTokens; ++i)
@@ -1330,12 +1360,12 @@ int64_t TiledProducts(const Rows& w, const I16Activations& a, int64_t n_tokens, 
 // block, each row against two tokens at a time, then one. The rows ahead are prefetched before
 // each row.
 constexpr int64_t kTokenBlock = 64;
-template <class RowOf, class Rows>
+template <class RowOf, bool kVnni, class Rows>
 void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
               int64_t y_stride) {
   int64_t first = 0;
 #if KEEL_GROUP_TILES
-  first = TiledProducts<RowOf>(w, a, n_tokens, r0, r1, y, y_stride);
+  first = TiledProducts<RowOf, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
 #endif
   for (int64_t t0 = first; t0 < n_tokens; t0 += kTokenBlock) {
     const int64_t t_end = std::min(n_tokens, t0 + kTokenBlock);
@@ -1360,54 +1390,78 @@ void Products(const Rows& w, const I16Activations& a, int64_t n_tokens, int64_t 
 #if KEEL_INTERLEAVED_GROUPS
 // Interleaved rows [r0, r1) of F, whole groups: the tiles from their columns for every whole tile
 // of tokens (prefill), the columns' own products for the rest (decode, a few tokens).
-template <class F>
+template <class F, bool kVnni>
 void InterleavedProducts(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1,
                          float* y, int64_t y_stride) {
   using C = Columns<F>;
-  int64_t t = TiledProducts<InterleavedGgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
-  for (; t + 4 <= n_tokens; t += 4) ColumnTokens<C, 4>(w, a, t, r0, r1, y, y_stride);
+  int64_t t = TiledProducts<InterleavedGgmlRow<F>, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+  for (; t + 4 <= n_tokens; t += 4) ColumnTokens<C, 4, kVnni>(w, a, t, r0, r1, y, y_stride);
   switch (n_tokens - t) {
-    case 3: ColumnTokens<C, 3>(w, a, t, r0, r1, y, y_stride); break;
-    case 2: ColumnTokens<C, 2>(w, a, t, r0, r1, y, y_stride); break;
-    case 1: ColumnTokens<C, 1>(w, a, t, r0, r1, y, y_stride); break;
+    case 3: ColumnTokens<C, 3, kVnni>(w, a, t, r0, r1, y, y_stride); break;
+    case 2: ColumnTokens<C, 2, kVnni>(w, a, t, r0, r1, y, y_stride); break;
+    case 1: ColumnTokens<C, 1, kVnni>(w, a, t, r0, r1, y, y_stride); break;
     default: break;
   }
 }
 #endif
 
-template <class F>
+template <class F, bool kVnni>
 void Gemm(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
           int64_t y_stride) {
-  if (!w.interleaved) return Products<GgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
+  if (!w.interleaved) return Products<GgmlRow<F>, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
 #if KEEL_INTERLEAVED_GROUPS
   if constexpr (kFromColumns<InterleavedGgmlRow<F>>)
     if (r0 % kInterleavedRows == 0 && r1 % kInterleavedRows == 0)
-      return InterleavedProducts<F>(w, a, n_tokens, r0, r1, y, y_stride);
+      return InterleavedProducts<F, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
 #endif
-  Products<InterleavedGgmlRow<F>>(w, a, n_tokens, r0, r1, y, y_stride);
+  Products<InterleavedGgmlRow<F>, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+}
+
+template <bool kVnni>
+void GemmFormat(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                int64_t y_stride) {
+  switch (w.format) {
+    case WeightFormat::Q8_0: return Gemm<Q8_0K, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q4_0: return Gemm<Q4_0K, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q5_0: return Gemm<Q5_0K, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q4_K: return Gemm<QK45<false>, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q5_K: return Gemm<QK45<true>, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::Q6_K: return Gemm<Q6_KK, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+    case WeightFormat::MXFP4_GGUF: return Gemm<Mxfp4K, kVnni>(w, a, n_tokens, r0, r1, y, y_stride);
+    default: break;
+  }
+}
+
+template <bool kVnni>
+void MlxProducts(const MlxRows& m, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
+                 int64_t y_stride) {
+  if (m.bits == 4) Products<MlxRow<4>, kVnni>(m, a, n_tokens, r0, r1, y, y_stride);
+  else Products<MlxRow<8>, kVnni>(m, a, n_tokens, r0, r1, y, y_stride);
 }
 
 // Whether this target reads interleaved rows in row groups (interleaved_rows.h).
 bool ReadsInterleavedRows() { return KEEL_INTERLEAVED_GROUPS; }
 
+// Whether the CPU runs VPDPWSSD (EVEX, AVX512_VNNI with AVX512VL): the AVX3 target's choice.
+bool UseVnni() {
+#if HWY_TARGET == HWY_AVX3
+  static const bool has = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  return has;
+#else
+  return false;
+#endif
+}
+
 void GemmMlxI16(const MlxRows& m, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
                 int64_t y_stride) {
-  if (m.bits == 4) Products<MlxRow<4>>(m, a, n_tokens, r0, r1, y, y_stride);
-  else Products<MlxRow<8>>(m, a, n_tokens, r0, r1, y, y_stride);
+  if (UseVnni()) return MlxProducts<kVnniForm>(m, a, n_tokens, r0, r1, y, y_stride);
+  MlxProducts<false>(m, a, n_tokens, r0, r1, y, y_stride);
 }
 
 void GemmGgmlI16(const GgmlRows& w, const I16Activations& a, int64_t n_tokens, int64_t r0, int64_t r1, float* y,
                  int64_t y_stride) {
-  switch (w.format) {
-    case WeightFormat::Q8_0: return Gemm<Q8_0K>(w, a, n_tokens, r0, r1, y, y_stride);
-    case WeightFormat::Q4_0: return Gemm<Q4_0K>(w, a, n_tokens, r0, r1, y, y_stride);
-    case WeightFormat::Q5_0: return Gemm<Q5_0K>(w, a, n_tokens, r0, r1, y, y_stride);
-    case WeightFormat::Q4_K: return Gemm<QK45<false>>(w, a, n_tokens, r0, r1, y, y_stride);
-    case WeightFormat::Q5_K: return Gemm<QK45<true>>(w, a, n_tokens, r0, r1, y, y_stride);
-    case WeightFormat::Q6_K: return Gemm<Q6_KK>(w, a, n_tokens, r0, r1, y, y_stride);
-    case WeightFormat::MXFP4_GGUF: return Gemm<Mxfp4K>(w, a, n_tokens, r0, r1, y, y_stride);
-    default: break;
-  }
+  if (UseVnni()) return GemmFormat<kVnniForm>(w, a, n_tokens, r0, r1, y, y_stride);
+  GemmFormat<false>(w, a, n_tokens, r0, r1, y, y_stride);
 }
 
 }  // namespace HWY_NAMESPACE

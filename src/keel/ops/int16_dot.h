@@ -32,6 +32,8 @@
 // token for the group's rows. Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 rows interleaved at load (interleaved_rows.h; AVX2 and up) are
 // already in groups: decode multiplies them in place, rows across the lanes, and the prefill tiles
 // take their groups from them with no row decoded.
+// The x86 pairs are VPMADDWD then an add; on CPUs with AVX512_VNNI (the AVX3 target) one
+// VPDPWSSD, the same int32 sums, with odd pairs in a second chain to cover its latency.
 //
 // Stateless; callable from any thread. The activations are prepared by the caller (one buffer per
 // call), then read by every worker.

@@ -39,7 +39,7 @@ enum class Kernel {
   Mxfp4Bf16,  // MXFP4 values are exact in bf16: widened rows through the same bf16 products
   MlxBf16,    // MLX codes times bf16 activations, scale and bias per group (mlx_bf16_x86.h)
   GgmlBf16,   // ggml block codes times bf16 activations, scales per (sub-)block (ggml_bf16_x86.h)
-  I16,        // ggml blocks and MLX on every other target: int16 activations per block of 32 (int16_dot.h)
+  I16,        // ggml blocks where that one does not run, and MLX on every other target: int16 activations per block of 32 (int16_dot.h)
   Mlx,        // MLX elsewhere: unpacked in registers, each unpacked vector shared by up to four tokens
   Gemv,       // one token, every other format
   GgmlF32,    // ggml blocks elsewhere: the task's rows widened to f32 once, reused for every token

@@ -30,7 +30,7 @@ struct MatmulJob {
 void matmul_batch(std::span<const MatmulJob> jobs, ThreadPool& pool);
 
 // At load, on one thread: a matrix whose rows this CPU's kernels read faster interleaved
-// (ops/interleaved_rows.h: every ggml block format under the x86 int16 kernels, where no AVX512_BF16 kernel runs) is
+// (ops/interleaved_rows.h: every ggml block format that the x86 int16 kernels run) is
 // repacked into memory it owns; returns whether it was (its old bytes are then the caller's to
 // release). Which matrices are depends on the CPU and KEEL_SIMD_TARGET; every product gives the
 // same bits either way.
