@@ -556,10 +556,6 @@ void with_format(WeightFormat f, Fn&& fn) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Zen 4: AMD family 19h (Zen 3 has no AVX-512). It runs each 512-bit instruction as two 256-bit
 // halves, so its VDPBF16PS multiplies no more pairs per cycle than VPDPWSSD.
 bool is_zen4() {
